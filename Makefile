@@ -1,0 +1,35 @@
+# dhik: every target sets itself up on a fresh machine that has only python3.11.
+PY ?= python3.11
+VENV := .venv
+BPYVENV := .venv-bpy
+SCENE ?= arm7
+
+.PHONY: test test-core test-addon lint demo bench zip clean
+
+$(VENV)/.ok: pyproject.toml
+	$(PY) -m venv $(VENV)
+	$(VENV)/bin/pip install -q --upgrade pip
+	$(VENV)/bin/pip install -q -e '.[test]'
+	touch $@
+
+# Real Blender as a Python module (bpy 5.0.1 needs Python 3.11 and numpy < 2).
+$(BPYVENV)/.ok: pyproject.toml
+	$(PY) -m venv $(BPYVENV)
+	$(BPYVENV)/bin/pip install -q --upgrade pip
+	$(BPYVENV)/bin/pip install -q 'bpy==5.0.1' -e '.[test]'
+	touch $@
+
+lint: $(VENV)/.ok
+	$(VENV)/bin/ruff check .
+
+test-core: $(VENV)/.ok
+	$(VENV)/bin/python -m pytest tests/core
+
+test-addon: $(BPYVENV)/.ok
+	$(BPYVENV)/bin/python -m pytest tests/addon
+
+# The test command of the README: lint, core tests (numpy 2), add-on tests in real Blender (numpy 1.26).
+test: lint test-core test-addon
+
+clean:
+	rm -rf $(VENV) $(BPYVENV) dist out

@@ -1,0 +1,203 @@
+"""The ``dhik`` command: bake, fk, validate.
+
+Bad input or arguments print one ``dhik: error: ...`` line and exit with status 2;
+no traceback reaches the user.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from collections.abc import Sequence
+from typing import Any, NoReturn
+
+from . import __version__
+from .bake import BakeResult, simulate, summary_line
+from .errors import DhikError
+from .formats import (
+    atomic_write_json,
+    detect_kind,
+    load_animation,
+    load_json,
+    load_skeleton,
+    load_targets,
+    parse_animation,
+    parse_skeleton,
+    parse_targets,
+    save_animation,
+)
+from .skeleton import Skeleton
+from .solver import SolverSettings
+from .trajectory import interpolate_keyframes
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that reports a usage error as one line and exit status 2."""
+
+    def error(self, message: str) -> NoReturn:
+        raise DhikError(message)
+
+
+def _positive(kind: type, minimum: float, inclusive: bool):  # noqa: ANN202
+    def convert(text: str) -> Any:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+        ok = math.isfinite(value) and (value >= minimum if inclusive else value > minimum)
+        if not ok:
+            sign = ">=" if inclusive else ">"
+            raise argparse.ArgumentTypeError(f"must be {sign} {minimum}: {text!r}")
+        return value
+
+    return convert
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="dhik", description="Damped-least-squares IK bake (SPEC 5-6).")
+    parser.add_argument("--version", action="version", version=f"dhik {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    bake = sub.add_parser("bake", help="solve every target frame and write animation.json")
+    bake.add_argument("skeleton", help="skeleton.json")
+    bake.add_argument("targets", help="targets.json (keyframes of the effector)")
+    bake.add_argument("-o", "--output", required=True, help="animation.json to write")
+    bake.add_argument("--effector", help="effector joint (default: the single leaf)")
+    d = SolverSettings()
+    bake.add_argument("--max-iterations", type=_positive(int, 1, True), default=d.max_iterations)
+    bake.add_argument("--position-tolerance", type=_positive(float, 0, False),
+                      default=d.position_tolerance, metavar="M")
+    bake.add_argument("--orientation-tolerance", type=_positive(float, 0, False),
+                      default=d.orientation_tolerance, metavar="RAD")
+    bake.add_argument("--damping", type=_positive(float, 0, True), default=d.damping,
+                      metavar="L")
+    bake.add_argument("--no-line-search", action="store_true")
+    bake.add_argument("--report", metavar="REPORT.json", help="write per-frame records")
+
+    fk = sub.add_parser("fk", help="world transform of every joint as JSON")
+    fk.add_argument("skeleton")
+    fk.add_argument("--animation", help="animation.json to pose the skeleton from")
+    fk.add_argument("--frame", type=int, help="frame of --animation")
+
+    val = sub.add_parser("validate", help="check skeleton/targets/animation files")
+    val.add_argument("files", nargs="+")
+    return parser
+
+
+class _ProgressBar:
+    """A one-line bar on a terminal; silent when stdout is not a TTY."""
+
+    def __init__(self) -> None:
+        self.enabled = sys.stdout.isatty()
+        self.shown = -1
+
+    def __call__(self, done: int, total: int) -> None:
+        if not self.enabled:
+            return
+        pct = 100 * done // max(total, 1)
+        if pct == self.shown and done != total:
+            return
+        self.shown = pct
+        bar = "#" * (pct // 4)
+        sys.stdout.write(f"\r[{bar:<25}] {pct:3d}% frame {done}/{total}")
+        if done == total:
+            sys.stdout.write("\r" + " " * 60 + "\r")
+        sys.stdout.flush()
+
+
+def cmd_bake(args: argparse.Namespace) -> int:
+    skeleton = Skeleton(load_skeleton(args.skeleton))
+    keyframes = load_targets(args.targets)
+    effector = args.effector or skeleton.default_effector()
+    skeleton.joint(effector)
+    settings = SolverSettings(
+        max_iterations=args.max_iterations,
+        position_tolerance=args.position_tolerance,
+        orientation_tolerance=args.orientation_tolerance,
+        damping=args.damping,
+        enable_line_search=not args.no_line_search,
+    )
+    result: BakeResult = simulate(
+        skeleton, interpolate_keyframes(keyframes), effector, settings, progress=_ProgressBar()
+    )
+    save_animation(result.frames, args.output)
+    if args.report:
+        atomic_write_json(args.report, result.report())
+    print(summary_line(result))
+    return 0
+
+
+def cmd_fk(args: argparse.Namespace) -> int:
+    skeleton = Skeleton(load_skeleton(args.skeleton))
+    if args.animation is not None:
+        frames = load_animation(args.animation)
+        if args.frame is None:
+            raise DhikError("--animation needs --frame N")
+        match = [f for f in frames if f["frame"] == args.frame]
+        if not match:
+            raise DhikError(f"{args.animation}: frames: no frame {args.frame}")
+        check_animation_joints(skeleton, match[0], args.animation)
+        skeleton.set_joint_values(match[0]["joints"])
+    elif args.frame is not None:
+        raise DhikError("--frame needs --animation")
+    out = {
+        name: {"position": [float(v) for v in m[:3, 3]],
+               "rotation": [[float(v) for v in row] for row in m[:3, :3]]}
+        for name, m in skeleton.world_transforms().items()
+    }
+    json.dump(out, sys.stdout, indent=2)
+    sys.stdout.write("\n")
+    return 0
+
+
+def check_animation_joints(skeleton: Skeleton, frame: dict[str, Any], source: str) -> None:
+    """DhikError when an animation frame names a joint the skeleton lacks or mistypes."""
+    kinds = {d.name: d.type for d in skeleton.defn.joints}
+    for name, entry in frame["joints"].items():
+        if name not in kinds:
+            raise DhikError(f"{source}: joints.{name}: no such joint in the skeleton")
+        if kinds[name] != entry["type"]:
+            raise DhikError(
+                f"{source}: joints.{name}.type: is {entry['type']!r}, the skeleton says "
+                f"{kinds[name]!r}"
+            )
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    status = 0
+    for path in args.files:
+        try:
+            data = load_json(path)
+            kind = detect_kind(data, path)
+            if kind == "skeleton":
+                n = len(parse_skeleton(data, path).joints)
+                detail = f"{n} joints"
+            elif kind == "targets":
+                keys = parse_targets(data, path)
+                detail = f"{len(keys)} keyframes, frames 0..{keys[-1].frame}"
+            else:
+                detail = f"{len(parse_animation(data, path))} frames"
+            print(f"{path}: ok ({kind}, {detail})")
+        except DhikError as err:
+            print(f"dhik: error: {err}")
+            status = 2
+    return status
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        args = build_parser().parse_args(argv)
+        handler = {"bake": cmd_bake, "fk": cmd_fk, "validate": cmd_validate}[args.command]
+        return handler(args)
+    except DhikError as err:
+        print(f"dhik: error: {err}", file=sys.stderr)
+        return 2
+    except OSError as err:
+        name = err.filename if err.filename is not None else ""
+        print(f"dhik: error: {name}: {err.strerror or err}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("dhik: interrupted", file=sys.stderr)
+        return 130
