@@ -80,7 +80,8 @@ class JointNode:
     def update_global_transform(self) -> None:
         """FK (SPEC 5.1): rebuild this joint's world transform, then its children's."""
         local = self.get_local_matrix()
-        self.global_transform = local if self.parent is None else self.parent.global_transform @ local
+        parent = self.parent
+        self.global_transform = local if parent is None else parent.global_transform @ local
         for child in self.children:
             child.update_global_transform()
 
@@ -264,7 +265,8 @@ class SphericalJoint(JointNode):
         """Sync the virtual joints, then FK of this joint, its virtual chain and children."""
         self.sync_virtual_joints()
         local = self.get_local_matrix()
-        self.global_transform = local if self.parent is None else self.parent.global_transform @ local
+        parent = self.parent
+        self.global_transform = local if parent is None else parent.global_transform @ local
         self.virtual_fix.global_transform = self.global_transform
         previous = self.global_transform
         for v in self.virtual_chain:
