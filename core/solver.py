@@ -108,8 +108,10 @@ def solve(
 ) -> SolveResult:
     """SPEC 5.4 DLS: ``dq = J^T (J J^T + damping I)^-1 [dp; dr]``, line search, clamping.
 
-    The joints are left in the final state with FK current. Without line search, an
-    unconverged solve keeps the best state it reached (DECISIONS: nothing worse, no NaN).
+    The joints are left in the final state with FK current. A start outside the limits is
+    first clipped into them (``apply_delta(0)``), so a solve never ends outside its limits.
+    Without line search, an unconverged solve keeps the best state it reached (DECISIONS:
+    nothing worse, no NaN).
     """
     target = np.asarray(target_transform, dtype=float)
     chain = build_ik_chain(root, effector) if ik_chain is None else ik_chain
@@ -126,6 +128,8 @@ def solve(
         _, pe, oe = measure()
         return SolveResult(converged, iterations, pe, oe)
 
+    for node in chain:  # a start outside the limits (e.g. a T-pose they exclude) is clipped
+        node.apply_delta(0.0)
     root.update_global_transform()
     while True:
         dx, pe, oe = measure()
