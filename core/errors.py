@@ -15,15 +15,17 @@ class DhikError(ValueError):
     Attributes: ``source`` (the file as the caller named it, or a label such as
     ``"input"``), ``path`` (JSON path inside it, ``""`` for the whole file) and
     ``problem`` (what is wrong). ``str(error)`` is the full one-line message.
-    ``DhikError(message)`` alone serves errors that concern no file (CLI arguments).
+    ``DhikError(message)`` alone serves errors that concern no file (CLI arguments):
+    source and path are then empty. ``DhikError(source, problem)`` has no JSON path.
     """
 
-    def __init__(self, source: str, path: str = "", problem: str = "") -> None:
+    def __init__(self, source: object, path: str | None = None, problem: str | None = None):
+        if problem is None:  # DhikError(message) or DhikError(source, problem)
+            source, path, problem = ("", "", source) if path is None else (source, "", path)
         self.source = str(source)
         self.path = str(path)
         self.problem = str(problem)
-        parts = [p for p in (self.source, self.path, self.problem) if p]
-        super().__init__(": ".join(parts))
+        super().__init__(": ".join([p for p in (self.source, self.path) if p] + [self.problem]))
 
     @classmethod
     def at(cls, source: object, path: str, problem: str) -> DhikError:

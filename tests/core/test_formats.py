@@ -147,6 +147,15 @@ def test_error_message_with_and_without_path():
     )
 
 
+def test_error_from_a_single_message_or_without_path():
+    e = DhikError("--frame needs --animation")
+    assert str(e) == "--frame needs --animation"
+    assert (e.source, e.path, e.problem) == ("", "", "--frame needs --animation")
+    e = DhikError("a.json", "cannot read")
+    assert str(e) == "a.json: cannot read" and (e.path, e.problem) == ("", "cannot read")
+    assert str(pickle.loads(pickle.dumps(DhikError("only text")))) == "only text"
+
+
 def test_error_source_may_be_a_path_object_and_survives_pickling(tmp_path):
     e = DhikError.at(tmp_path / "a.json", "[0].frame", "bad")
     assert str(e) == f"{tmp_path / 'a.json'}: [0].frame: bad"
