@@ -1,0 +1,48 @@
+"""The Blender layer of dhik: converts Blender data to core objects and calls the core.
+
+No IK math lives here. ``register()`` adds the operators (``dhik.*``), the sidebar
+panel, the File > Import / Export entries and ``Scene.dhik``.
+"""
+
+from __future__ import annotations
+
+import bpy
+
+from .operators_bake import DHIK_OT_bake
+from .operators_io import (
+    DHIK_OT_export_animation,
+    DHIK_OT_export_skeleton,
+    DHIK_OT_export_targets,
+    DHIK_OT_import_skeleton,
+    DHIK_OT_import_targets,
+)
+from .panel import DHIK_PT_panel, DHIK_PT_solver, menu_export, menu_import
+from .props import DHIK_PG_settings
+
+CLASSES = (
+    DHIK_PG_settings,
+    DHIK_OT_import_skeleton,
+    DHIK_OT_export_skeleton,
+    DHIK_OT_import_targets,
+    DHIK_OT_export_targets,
+    DHIK_OT_export_animation,
+    DHIK_OT_bake,
+    DHIK_PT_panel,
+    DHIK_PT_solver,
+)
+
+
+def register() -> None:
+    for cls in CLASSES:
+        bpy.utils.register_class(cls)
+    bpy.types.Scene.dhik = bpy.props.PointerProperty(type=DHIK_PG_settings)
+    bpy.types.TOPBAR_MT_file_import.append(menu_import)
+    bpy.types.TOPBAR_MT_file_export.append(menu_export)
+
+
+def unregister() -> None:
+    bpy.types.TOPBAR_MT_file_export.remove(menu_export)
+    bpy.types.TOPBAR_MT_file_import.remove(menu_import)
+    del bpy.types.Scene.dhik
+    for cls in reversed(CLASSES):
+        bpy.utils.unregister_class(cls)

@@ -1,0 +1,57 @@
+"""The armature's keyed pose, read back frame by frame as animation.json frames."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import bpy
+import numpy as np
+
+from ..core.bake import align_quaternion_signs
+from ..core.errors import DhikError
+from ..core.skeleton import Skeleton
+from .armature_read import joint_maps, read_skeleton
+
+
+def _channel_quaternion(pb: bpy.types.PoseBone) -> np.ndarray:
+    """The bone's rotation channel as a quaternion (w, x, y, z), keeping its sign."""
+    if pb.rotation_mode == "QUATERNION":
+        return np.array(pb.rotation_quaternion, dtype=float)
+    return np.array(pb.matrix_basis.to_quaternion(), dtype=float)
+
+
+def read_animation(
+    context: bpy.types.Context, ob: bpy.types.Object, frames: Sequence[int]
+) -> list[dict[str, Any]]:
+    """SPEC 3.3 frames of ``ob``'s evaluated pose at ``frames`` (radians, metres).
+
+    Each moving joint's value is read from its bone's channels (see joint_map); what
+    the joint cannot do (e.g. a twist off a revolute axis) is dropped. Spherical
+    quaternions keep the previous frame's sign. The current frame is restored.
+    """
+    bad = [f for f in frames if f < 0]
+    if bad:
+        raise DhikError.at("DHIK", "frame range", f"frame {bad[0]} is negative; "
+                           "animation.json frames start at 0")
+    defn = read_skeleton(ob)
+    maps = joint_maps(ob, defn)
+    skeleton = Skeleton(defn)
+    scene = context.scene
+    current = scene.frame_current
+    out: list[dict[str, Any]] = []
+    try:
+        for f in frames:
+            scene.frame_set(f)
+            values = {}
+            for name, jm in maps.items():
+                if jm.channel is None:
+                    continue
+                pb = ob.pose.bones[name]
+                values[name] = jm.entry(_channel_quaternion(pb), np.array(pb.location))
+            skeleton.set_joint_values(values)
+            out.append({"frame": int(f), "joints": skeleton.joint_values()})
+    finally:
+        scene.frame_set(current)
+    align_quaternion_signs(out)
+    return out

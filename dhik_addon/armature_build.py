@@ -1,0 +1,157 @@
+"""Build an armature from a SkeletonDef: bones, dhik custom properties, Blender IK settings.
+
+Armature space is the core's world frame (metres). Every joint field is stored on its
+``Bone`` as a custom property (:data:`PROP_TYPE`, ...) so export is lossless; Blender's
+own IK locks and limits (``lock_ik_*``, ``use_ik_limit_*``, ``ik_min_*``/``ik_max_*``)
+are set from the joint's degrees of freedom.
+"""
+
+from __future__ import annotations
+
+import math
+
+import bpy
+import numpy as np
+
+from ..core.errors import DhikError
+from ..core.formats import JointDef, SkeletonDef
+from .joint_map import Vec
+from .layout import bone_layout, rest_frames
+
+PROP_TYPE = "dhik_type"
+PROP_OFFSET = "dhik_offset"
+PROP_AXIS = "dhik_axis"
+PROP_LIMITS = "dhik_limits"  # revolute / prismatic: [min, max]
+PROP_LIMITS_XYZ = ("dhik_limits_x", "dhik_limits_y", "dhik_limits_z")  # spherical, per axis
+PROP_QUATERNION = "dhik_quaternion"  # fixed: [w, x, y, z]
+PROP_INDEX = "dhik_index"  # position in the skeleton's joint list
+
+MAX_BONE_NAME_BYTES = 63  # Blender truncates longer bone names
+ALIGNED = 1.0 - 1e-5  # |cos| above which a joint axis counts as a bone axis
+AXES = "xyz"
+
+
+def check_bone_names(defn: SkeletonDef, source: str) -> None:
+    """DhikError for joint names that Blender cannot keep as bone names."""
+    for i, j in enumerate(defn.joints):
+        if len(j.name.encode("utf-8")) > MAX_BONE_NAME_BYTES:
+            raise DhikError.at(
+                source, f"joints[{i}].name",
+                f"{j.name!r} is longer than Blender's {MAX_BONE_NAME_BYTES}-byte bone names",
+            )
+
+
+def store_joint(bone: bpy.types.Bone, joint: JointDef, index: int) -> None:
+    """Write ``joint``'s fields as custom properties of ``bone`` (float64, exact)."""
+    bone[PROP_TYPE] = joint.type
+    bone[PROP_OFFSET] = [float(v) for v in joint.offset]
+    bone[PROP_INDEX] = index
+    if joint.axis is not None and joint.type in ("revolute", "prismatic"):
+        bone[PROP_AXIS] = [float(v) for v in joint.axis]
+    if joint.type in ("revolute", "prismatic") and joint.limits is not None:
+        bone[PROP_LIMITS] = [float(v) for v in joint.limits]  # type: ignore[union-attr]
+    if joint.type == "spherical" and joint.limits is not None:
+        for key, lim in zip(PROP_LIMITS_XYZ, joint.limits, strict=True):  # type: ignore[arg-type]
+            if lim is not None:
+                bone[key] = [float(v) for v in lim]
+    if joint.type == "fixed" and joint.quaternion is not None:
+        bone[PROP_QUATERNION] = [float(v) for v in joint.quaternion]
+
+
+def aligned_axis(vector_in_bone: Vec) -> tuple[int, float] | None:
+    """``(k, sign)`` when the unit vector lies along bone axis k, else None."""
+    k = int(np.argmax(np.abs(vector_in_bone)))
+    if abs(vector_in_bone[k]) >= ALIGNED:
+        return k, math.copysign(1.0, float(vector_in_bone[k]))
+    return None
+
+
+def _set_ik_limit(pb: bpy.types.PoseBone, k: int, sign: float, lim: tuple[float, float]) -> None:
+    """Blender IK limit on bone axis k; Blender clamps min to [-pi, 0], max to [0, pi]."""
+    lo, hi = (lim[0], lim[1]) if sign > 0 else (-lim[1], -lim[0])
+    a = AXES[k]
+    setattr(pb, f"use_ik_limit_{a}", True)
+    setattr(pb, f"ik_min_{a}", min(0.0, max(-math.pi, lo)))
+    setattr(pb, f"ik_max_{a}", max(0.0, min(math.pi, hi)))
+
+
+def set_ik_settings(pb: bpy.types.PoseBone, joint: JointDef, to_bone: Vec) -> None:
+    """Blender IK locks/limits and channel locks from the joint's DoF.
+
+    ``to_bone`` is ``B^T C`` (joint frame -> bone frame). Revolute: exact when the axis is
+    a bone axis (the layout makes it one whenever the axis is along or across the bone);
+    an oblique axis frees every bone axis it has a component on, without limits.
+    Spherical: all axes free; a limit is copied where a bone axis is a joint axis.
+    Fixed and prismatic: every rotation locked (Blender's IK cannot slide a bone).
+    """
+    free = [False, False, False]
+    slide: int | None = None
+    if joint.type in ("revolute", "prismatic"):
+        v = to_bone @ np.asarray(joint.axis, dtype=float)
+        hit = aligned_axis(v)
+        if joint.type == "revolute":
+            if hit is not None:
+                free[hit[0]] = True
+                if joint.limits is not None:
+                    _set_ik_limit(pb, hit[0], hit[1], joint.limits)  # type: ignore[arg-type]
+            else:
+                free = [bool(abs(c) > 1e-6) for c in v]
+        elif hit is not None:
+            slide = hit[0]
+    elif joint.type == "spherical":
+        free = [True, True, True]
+        for k in range(3):
+            hit = aligned_axis(to_bone[k, :])  # bone axis k in joint-frame components
+            lims = joint.limits
+            if hit is not None and lims is not None and lims[hit[0]] is not None:  # type: ignore[index]
+                _set_ik_limit(pb, k, hit[1], lims[hit[0]])  # type: ignore[index, arg-type]
+    for k, a in enumerate(AXES):
+        setattr(pb, f"lock_ik_{a}", not free[k])
+    pb.lock_rotation = [not f for f in free]
+    if joint.type == "prismatic":
+        pb.lock_location = [slide is not None and k != slide for k in range(3)]
+    else:
+        pb.lock_location = (True, True, True)
+    pb.rotation_mode = "QUATERNION"
+
+
+def create_armature(
+    context: bpy.types.Context, defn: SkeletonDef, name: str, source: str
+) -> bpy.types.Object:
+    """New armature object for ``defn`` in the active collection, made active (OBJECT mode).
+
+    Raises DhikError before creating anything when the skeleton cannot be built.
+    """
+    check_bone_names(defn, source)
+    specs = bone_layout(defn)
+    frames = rest_frames(defn)
+    arm = bpy.data.armatures.new(name)
+    ob = bpy.data.objects.new(name, arm)
+    try:
+        context.collection.objects.link(ob)
+        for other in context.view_layer.objects:
+            other.select_set(False)
+        context.view_layer.objects.active = ob
+        ob.select_set(True)
+        bpy.ops.object.mode_set(mode="EDIT")
+        try:
+            for spec in specs:
+                eb = arm.edit_bones.new(spec.name)
+                eb.head = spec.head.tolist()
+                eb.tail = spec.tail.tolist()
+                eb.align_roll(spec.roll_reference.tolist())
+                if spec.parent is not None:
+                    eb.parent = arm.edit_bones[spec.parent]
+                    eb.use_connect = spec.connect
+        finally:
+            bpy.ops.object.mode_set(mode="OBJECT")
+        for index, joint in enumerate(defn.joints):
+            bone = arm.bones[joint.name]
+            store_joint(bone, joint, index)
+            b = np.array(bone.matrix_local.to_3x3(), dtype=float)
+            set_ik_settings(ob.pose.bones[joint.name], joint, b.T @ frames[joint.name].rotation)
+    except Exception:
+        bpy.data.objects.remove(ob)
+        bpy.data.armatures.remove(arm)
+        raise
+    return ob

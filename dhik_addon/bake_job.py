@@ -1,0 +1,162 @@
+"""One bake, in three steps: prepare (validate, read targets), solve (core), apply (keys).
+
+``prepare`` reads Blender but changes nothing except the current frame, which it
+restores; ``solve`` touches no Blender data, so it may run in a worker thread;
+``apply`` writes animation.json first and only then keys the armature, so a failure
+anywhere leaves the scene as it was.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import bpy
+import numpy as np
+
+from ..core.bake import BakeResult, simulate
+from ..core.errors import DhikError
+from ..core.formats import save_animation
+from ..core.skeleton import Skeleton
+from ..core.solver import SolverSettings
+from . import keying
+from .armature_read import joint_maps, read_skeleton
+from .joint_map import JointMap, align_signs
+from .props import DHIK_PG_settings
+from .targets import armature_space_targets
+
+MARKER_NAME = "dhik: not converged"
+
+
+class BakeCancelled(Exception):
+    """Raised inside the core's progress callback to stop a bake."""
+
+
+@dataclass
+class BakeJob:
+    """Everything a bake needs, read from the scene before anything changes."""
+
+    armature: bpy.types.Object
+    skeleton: Skeleton
+    maps: dict[str, JointMap]
+    targets: list[tuple[int, np.ndarray]]  # (frame, armature-space 4x4, metres)
+    effector: str | None
+    settings: SolverSettings
+    animation_path: str
+
+    @classmethod
+    def prepare(cls, context: bpy.types.Context) -> BakeJob:
+        """Validate the scene and read the targets; DhikError on anything unusable."""
+        s: DHIK_PG_settings = context.scene.dhik
+        ob, target = s.armature, s.target
+        if ob is None or ob.type != "ARMATURE":
+            raise DhikError.at("DHIK", "armature", "choose an armature to bake")
+        if target is None:
+            raise DhikError.at("DHIK", "target", "choose a target object")
+        if target is ob:
+            raise DhikError.at("DHIK", "target", "the target cannot be the armature itself")
+        start, end = s.frame_range(context.scene)
+        if start < 0 or end < start:
+            raise DhikError.at("DHIK", "frame range", f"{start}..{end} is not a range of "
+                               "frames >= 0")
+        defn = read_skeleton(ob)
+        skeleton = Skeleton(defn)
+        effector = s.effector or None
+        if effector is not None and effector not in skeleton.joints:
+            raise DhikError.at("DHIK", "effector", f"{ob.name!r} has no bone {effector!r}")
+        leaves = skeleton.leaves()
+        if effector is None and len(leaves) != 1:
+            raise DhikError.at("DHIK", "effector", f"{ob.name!r} has {len(leaves)} leaf bones "
+                               f"({', '.join(leaves)}): choose the effector")
+        path = bpy.path.abspath(s.animation_path) if s.animation_path else ""
+        targets = armature_space_targets(context, target, ob, range(start, end + 1))
+        return cls(ob, skeleton, joint_maps(ob, defn), targets, effector,
+                   s.solver_settings(), path)
+
+    def solve(self, progress: Callable[[int, int], None] | None = None) -> BakeResult:
+        """Run the core's bake (warm-started frame to frame); no Blender data is touched."""
+        return simulate(self.skeleton, self.targets, self.effector, self.settings,
+                        progress=progress)
+
+    def apply(self, context: bpy.types.Context, result: BakeResult) -> None:
+        """Write animation.json (if asked), key the pose bones, mark unconverged frames."""
+        if self.animation_path:
+            save_animation(result.frames, self.animation_path)
+        key_pose(self.armature, self.maps, result.frames)
+        scene = context.scene
+        for m in [m for m in scene.timeline_markers if m.name == MARKER_NAME]:
+            scene.timeline_markers.remove(m)
+        for r in result.records:
+            if not r.converged:
+                scene.timeline_markers.new(MARKER_NAME, frame=r.frame)
+        s: DHIK_PG_settings = scene.dhik
+        s.has_result = True
+        s.result_frames = len(result.records)
+        s.result_converged = result.converged_count
+        s.result_max_position_error = max((r.position_error for r in result.records), default=0)
+        s.result_max_orientation_error = max(
+            (r.orientation_error for r in result.records), default=0
+        )
+
+
+def key_pose(ob: bpy.types.Object, maps: dict[str, JointMap], frames: list[dict]) -> None:
+    """Key every moving joint's bone channel at every frame (new action, LINEAR).
+
+    Every pose bone's own channels are reset to rest first, so bones without keys
+    (fixed joints) sit exactly at their rest pose.
+    """
+    for pb in ob.pose.bones:
+        pb.location = (0.0, 0.0, 0.0)
+        pb.rotation_quaternion = (1.0, 0.0, 0.0, 0.0)
+        pb.rotation_euler = (0.0, 0.0, 0.0)
+        pb.rotation_axis_angle = (0.0, 0.0, 1.0, 0.0)
+        pb.scale = (1.0, 1.0, 1.0)
+    cb = keying.new_action(ob, f"{ob.name}_dhik_bake")
+    numbers = [fr["frame"] for fr in frames]
+    for name, jm in maps.items():
+        if jm.channel is None:
+            continue
+        values = np.array([jm.channel_value(fr["joints"][name]) for fr in frames])
+        if jm.channel == "rotation_quaternion":
+            values = align_signs(values)
+            ob.pose.bones[name].rotation_mode = "QUATERNION"
+        path = ob.pose.bones[name].path_from_id(jm.channel)
+        keying.write_vector(cb, path, numbers, values, name)
+
+
+class BakeThread:
+    """The solve step in a worker thread, with progress and cancellation (modal bakes)."""
+
+    def __init__(self, job: BakeJob) -> None:
+        self.job = job
+        self.done = 0
+        self.total = len(job.targets)
+        self.result: BakeResult | None = None
+        self.error: BaseException | None = None
+        self._cancel = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="dhik-bake", daemon=True)
+
+    def _progress(self, done: int, total: int) -> None:
+        self.done, self.total = done, total
+        if self._cancel.is_set():
+            raise BakeCancelled
+
+    def _run(self) -> None:
+        try:
+            self.result = self.job.solve(self._progress)
+        except BakeCancelled:
+            pass
+        except BaseException as err:  # reported by the operator in the main thread
+            self.error = err
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def finished(self) -> bool:
+        return not self._thread.is_alive()
+
+    def cancel(self) -> None:
+        """Stop after the frame being solved; wait for the thread."""
+        self._cancel.set()
+        self._thread.join()

@@ -1,0 +1,106 @@
+"""Joint values <-> pose-bone channels (no bpy; numpy float64).
+
+Frames (notes/blender-extension.md section 5). For joint j with bone rest rotation
+``B`` (``Bone.matrix_local``, armature space) and joint rest rotation ``C`` (the core's
+T-pose world rotation; identity unless a fixed joint above carries a quaternion), the
+posed bone is the joint's world transform times a constant rotation ``C^T B``:
+
+    pose_bone.matrix = W_joint @ (C^T B)      (armature space, metres)
+
+so the bone head is the joint position and the joint's world rotation is
+``pose_rotation @ B^T @ C``. With ``M = B^T C`` (joint frame -> bone frame) the pose
+channels (``PoseBone.matrix_basis``, bone rest frame) are:
+
+- spherical: ``rotation_quaternion = M q M^T`` (``q`` the joint's local quaternion);
+- revolute:  ``rotation_quaternion = axis_angle(M axis, angle)`` (radians);
+- prismatic: ``location = M axis * displacement`` (metres);
+- fixed: identity channels.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from ..core.rotations import (
+    axis_angle_to_quat,
+    matrix_to_quat,
+    quat_conjugate,
+    quat_multiply,
+)
+
+Vec = NDArray[np.float64]
+
+
+@dataclass(frozen=True)
+class JointMap:
+    """How one joint's value maps onto its bone's channels.
+
+    ``to_bone`` is ``M = B^T C`` (3x3, joint frame -> bone rest frame); ``axis`` is the
+    unit joint axis in the joint's local frame (revolute/prismatic, else None).
+    """
+
+    name: str
+    type: str
+    axis: Vec | None
+    to_bone: Vec
+
+    @property
+    def channel(self) -> str | None:
+        """The pose channel that carries the joint's value, None for fixed joints."""
+        if self.type in ("spherical", "revolute"):
+            return "rotation_quaternion"
+        if self.type == "prismatic":
+            return "location"
+        return None
+
+    def _to_bone_quat(self) -> Vec:
+        return matrix_to_quat(self.to_bone)
+
+    def channel_value(self, entry: dict[str, Any]) -> Vec:
+        """Channel value (quaternion w,x,y,z or location in m) of an animation.json entry."""
+        if self.type == "spherical":
+            m = self._to_bone_quat()
+            q = np.asarray(entry["quaternion"], dtype=float)
+            return quat_multiply(quat_multiply(m, q), quat_conjugate(m))
+        assert self.axis is not None
+        bone_axis = self.to_bone @ self.axis
+        if self.type == "revolute":
+            return axis_angle_to_quat(bone_axis, float(entry["angle"]))
+        if self.type == "prismatic":
+            return bone_axis * float(entry["displacement"])
+        raise ValueError(f"joint {self.name!r} ({self.type}) has no channel")
+
+    def entry(self, rotation_quaternion: Vec, location: Vec) -> dict[str, Any]:
+        """Animation.json-style value read back from the bone's channels.
+
+        Spherical gives ``{"quaternion"}``; revolute ``{"angle"}`` (the twist about the
+        axis, radians); prismatic ``{"displacement"}`` (the location along the axis, m).
+        Components off the joint's degrees of freedom are dropped.
+        """
+        if self.type == "spherical":
+            m = self._to_bone_quat()
+            q = quat_multiply(quat_multiply(quat_conjugate(m), rotation_quaternion), m)
+            return {"type": "spherical", "quaternion": [float(c) for c in q]}
+        assert self.axis is not None
+        bone_axis = self.to_bone @ self.axis
+        if self.type == "revolute":
+            w = float(rotation_quaternion[0])
+            s = float(np.dot(rotation_quaternion[1:], bone_axis))
+            return {"type": "revolute", "angle": 2.0 * math.atan2(s, w)}
+        if self.type == "prismatic":
+            return {"type": "prismatic", "displacement": float(np.dot(location, bone_axis))}
+        raise ValueError(f"joint {self.name!r} ({self.type}) has no value")
+
+
+def align_signs(quats: Vec) -> Vec:
+    """Flip quaternions (rows, w x y z) so each has a non-negative dot with the previous."""
+    out = np.array(quats, dtype=float)
+    for i in range(1, len(out)):
+        if float(out[i] @ out[i - 1]) < 0.0:
+            out[i] = -out[i]
+    return out

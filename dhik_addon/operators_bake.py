@@ -1,0 +1,107 @@
+"""``dhik.bake``: solve every frame of the range with the core and key the armature.
+
+Scripts and background mode run ``execute`` (synchronous). In the UI, ``invoke`` runs
+the solve in a worker thread (it touches no Blender data) and a modal timer shows
+progress; Esc stops it and the armature stays as it was, because nothing is keyed
+before the solve has finished. Either way the bake is one undo step.
+"""
+
+from __future__ import annotations
+
+import bpy
+
+from ..core.bake import BakeResult, summary_line
+from ..core.errors import DhikError
+from .bake_job import BakeJob, BakeThread
+
+TIMER_STEP = 0.1  # seconds between progress updates of an interactive bake
+
+
+class DHIK_OT_bake(bpy.types.Operator):
+    """Solve IK for every frame of the range and key the armature's bones"""
+
+    bl_idname = "dhik.bake"
+    bl_label = "Bake IK"
+    bl_options = {"REGISTER", "UNDO"}
+
+    _worker: BakeThread | None = None
+    _timer: bpy.types.Timer | None = None
+
+    @classmethod
+    def poll(cls, context: bpy.types.Context) -> bool:
+        s = context.scene.dhik
+        return (
+            s.armature is not None and s.target is not None
+            and context.mode in ("OBJECT", "POSE")
+        )
+
+    def _finish(self, context: bpy.types.Context, job: BakeJob, result: BakeResult) -> set[str]:
+        try:
+            job.apply(context, result)
+        except DhikError as err:
+            self.report({"ERROR"}, str(err))
+            return {"CANCELLED"}
+        level = "INFO" if result.converged_count == len(result.records) else "WARNING"
+        self.report({level}, summary_line(result))
+        return {"FINISHED"}
+
+    def execute(self, context: bpy.types.Context) -> set[str]:
+        wm = context.window_manager
+        try:
+            job = BakeJob.prepare(context)
+        except DhikError as err:
+            self.report({"ERROR"}, str(err))
+            return {"CANCELLED"}
+        wm.progress_begin(0, len(job.targets))
+        try:
+            result = job.solve(lambda done, _total: wm.progress_update(done))
+        except DhikError as err:
+            self.report({"ERROR"}, str(err))
+            return {"CANCELLED"}
+        finally:
+            wm.progress_end()
+        return self._finish(context, job, result)
+
+    def invoke(self, context: bpy.types.Context, event: bpy.types.Event) -> set[str]:
+        if context.window is None:
+            return self.execute(context)
+        try:
+            job = BakeJob.prepare(context)
+        except DhikError as err:
+            self.report({"ERROR"}, str(err))
+            return {"CANCELLED"}
+        wm = context.window_manager
+        self._worker = BakeThread(job)
+        self._worker.start()
+        wm.progress_begin(0, len(job.targets))
+        self._timer = wm.event_timer_add(TIMER_STEP, window=context.window)
+        wm.modal_handler_add(self)
+        return {"RUNNING_MODAL"}
+
+    def _stop(self, context: bpy.types.Context) -> None:
+        wm = context.window_manager
+        if self._timer is not None:
+            wm.event_timer_remove(self._timer)
+            self._timer = None
+        wm.progress_end()
+
+    def modal(self, context: bpy.types.Context, event: bpy.types.Event) -> set[str]:
+        worker = self._worker
+        assert worker is not None
+        if event.type == "ESC":
+            worker.cancel()
+            self._stop(context)
+            self.report({"WARNING"}, f"Bake cancelled at frame {worker.done}/{worker.total}; "
+                        "nothing was changed")
+            return {"CANCELLED"}
+        if event.type != "TIMER":
+            return {"PASS_THROUGH"}
+        context.window_manager.progress_update(worker.done)
+        if not worker.finished():
+            return {"RUNNING_MODAL"}
+        self._stop(context)
+        if worker.error is not None:
+            self.report({"ERROR"}, str(worker.error))
+            return {"CANCELLED"}
+        assert worker.result is not None
+        return self._finish(context, worker.job, worker.result)

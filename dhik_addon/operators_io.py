@@ -1,0 +1,183 @@
+"""File operators: skeleton.json, targets.json and animation.json in and out.
+
+Every file is validated by the core before anything is created, and any DhikError
+becomes an ERROR report with ``{'CANCELLED'}``, the scene left as it was.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import bpy
+from bpy.props import BoolProperty, StringProperty
+from bpy_extras.io_utils import ExportHelper, ImportHelper
+
+from ..core.errors import DhikError
+from ..core.formats import load_skeleton, load_targets, save_animation, save_skeleton, save_targets
+from . import keying
+from .animation import read_animation
+from .armature_build import create_armature
+from .armature_read import read_skeleton
+from .props import active_armature, active_target
+from .targets import create_target_empty, world_keyframes
+
+
+def _scene_name(path: str, default: str) -> str:
+    """``arm7`` for ``.../arm7/skeleton.json`` (the default file name), else the file stem."""
+    p = Path(path)
+    return (p.parent.name or default) if p.stem == default else p.stem
+
+
+class _JsonImport(ImportHelper):
+    filename_ext = ".json"
+    filter_glob: StringProperty(default="*.json", options={"HIDDEN"})  # type: ignore[valid-type]
+
+    @classmethod
+    def poll(cls, context: bpy.types.Context) -> bool:
+        return context.scene is not None and context.mode == "OBJECT"
+
+
+class _JsonExport(ExportHelper):
+    filename_ext = ".json"
+    filter_glob: StringProperty(default="*.json", options={"HIDDEN"})  # type: ignore[valid-type]
+    default_name = "file.json"
+
+    def invoke(self, context: bpy.types.Context, event: bpy.types.Event) -> set[str]:
+        if not self.filepath:
+            self.filepath = self.default_name
+        return ExportHelper.invoke(self, context, event)
+
+
+class DHIK_OT_import_skeleton(bpy.types.Operator, _JsonImport):
+    """Create an armature from a skeleton.json: one bone per joint"""
+
+    bl_idname = "dhik.import_skeleton"
+    bl_label = "Import DHIK Skeleton (.json)"
+    bl_options = {"REGISTER", "UNDO"}
+
+    def execute(self, context: bpy.types.Context) -> set[str]:
+        try:
+            defn = load_skeleton(self.filepath)
+            ob = create_armature(context, defn, _scene_name(self.filepath, "skeleton"),
+                                 self.filepath)
+        except DhikError as err:
+            self.report({"ERROR"}, str(err))
+            return {"CANCELLED"}
+        settings = context.scene.dhik
+        settings.armature = ob
+        leaves = [b.name for b in ob.data.bones if not b.children]
+        settings.effector = leaves[0] if len(leaves) == 1 else ""
+        self.report({"INFO"}, f"Imported {len(defn.joints)} joints as {ob.name!r}")
+        return {"FINISHED"}
+
+
+class DHIK_OT_export_skeleton(bpy.types.Operator, _JsonExport):
+    """Write the armature as a skeleton.json (exact for an imported armature)"""
+
+    bl_idname = "dhik.export_skeleton"
+    bl_label = "Export DHIK Skeleton (.json)"
+    bl_options = {"REGISTER", "UNDO"}
+    default_name = "skeleton.json"
+
+    @classmethod
+    def poll(cls, context: bpy.types.Context) -> bool:
+        return active_armature(context) is not None
+
+    def execute(self, context: bpy.types.Context) -> set[str]:
+        ob = active_armature(context)
+        try:
+            save_skeleton(read_skeleton(ob), self.filepath)
+        except DhikError as err:
+            self.report({"ERROR"}, str(err))
+            return {"CANCELLED"}
+        self.report({"INFO"}, f"Wrote {self.filepath}")
+        return {"FINISHED"}
+
+
+class DHIK_OT_import_targets(bpy.types.Operator, _JsonImport):
+    """Create an empty keyed at every targets.json keyframe (LINEAR)"""
+
+    bl_idname = "dhik.import_targets"
+    bl_label = "Import DHIK Targets (.json)"
+    bl_options = {"REGISTER", "UNDO"}
+
+    set_frame_range: BoolProperty(  # type: ignore[valid-type]
+        name="Set Frame Range", default=True,
+        description="Set the scene's range to 0 .. last keyframe (the range dhik solves)",
+    )
+
+    def execute(self, context: bpy.types.Context) -> set[str]:
+        try:
+            keyframes = load_targets(self.filepath)
+        except DhikError as err:
+            self.report({"ERROR"}, str(err))
+            return {"CANCELLED"}
+        name = f"{_scene_name(self.filepath, 'targets')}_target"
+        ob = create_target_empty(context, keyframes, name)
+        context.scene.dhik.target = ob
+        if self.set_frame_range:
+            context.scene.frame_start = 0
+            context.scene.frame_end = keyframes[-1].frame
+        self.report({"INFO"}, f"Imported {len(keyframes)} keyframes as {ob.name!r}")
+        return {"FINISHED"}
+
+
+class DHIK_OT_export_targets(bpy.types.Operator, _JsonExport):
+    """Write the target object's world pose as targets.json keyframes"""
+
+    bl_idname = "dhik.export_targets"
+    bl_label = "Export DHIK Targets (.json)"
+    bl_options = {"REGISTER", "UNDO"}
+    default_name = "targets.json"
+
+    every_frame: BoolProperty(  # type: ignore[valid-type]
+        name="Every Frame", default=False,
+        description="A keyframe at every frame of the range instead of at the object's keys",
+    )
+
+    @classmethod
+    def poll(cls, context: bpy.types.Context) -> bool:
+        return active_target(context) is not None
+
+    def execute(self, context: bpy.types.Context) -> set[str]:
+        ob = active_target(context)
+        try:
+            if self.every_frame:
+                start, end = context.scene.dhik.frame_range(context.scene)
+                frames = list(range(start, end + 1))
+            else:
+                frames = keying.key_frames(ob)
+            if not frames:
+                raise DhikError.at(f"object {ob.name!r}", "", "has no keyframes; "
+                                   "key it or export every frame")
+            save_targets(world_keyframes(context, ob, frames), self.filepath)
+        except DhikError as err:
+            self.report({"ERROR"}, str(err))
+            return {"CANCELLED"}
+        self.report({"INFO"}, f"Wrote {len(frames)} keyframes to {self.filepath}")
+        return {"FINISHED"}
+
+
+class DHIK_OT_export_animation(bpy.types.Operator, _JsonExport):
+    """Write animation.json from the armature's keyed pose over the bake's frame range"""
+
+    bl_idname = "dhik.export_animation"
+    bl_label = "Export DHIK Animation (.json)"
+    bl_options = {"REGISTER", "UNDO"}
+    default_name = "animation.json"
+
+    @classmethod
+    def poll(cls, context: bpy.types.Context) -> bool:
+        return active_armature(context) is not None
+
+    def execute(self, context: bpy.types.Context) -> set[str]:
+        ob = active_armature(context)
+        start, end = context.scene.dhik.frame_range(context.scene)
+        try:
+            frames = read_animation(context, ob, range(start, end + 1))
+            save_animation(frames, self.filepath)
+        except DhikError as err:
+            self.report({"ERROR"}, str(err))
+            return {"CANCELLED"}
+        self.report({"INFO"}, f"Wrote {len(frames)} frames to {self.filepath}")
+        return {"FINISHED"}

@@ -1,0 +1,82 @@
+"""View3D > Sidebar > DHIK, and the File > Import / Export menu entries."""
+
+from __future__ import annotations
+
+import bpy
+
+from .props import DHIK_PG_settings
+
+
+class DHIK_PT_panel(bpy.types.Panel):
+    """Import, bake settings, bake, result and export."""
+
+    bl_label = "DHIK"
+    bl_idname = "DHIK_PT_panel"
+    bl_space_type = "VIEW_3D"
+    bl_region_type = "UI"
+    bl_category = "DHIK"
+
+    def draw(self, context: bpy.types.Context) -> None:
+        layout = self.layout
+        s: DHIK_PG_settings = context.scene.dhik
+        col = layout.column(align=True)
+        col.operator("dhik.import_skeleton", text="Import Skeleton", icon="ARMATURE_DATA")
+        col.operator("dhik.import_targets", text="Import Targets", icon="EMPTY_ARROWS")
+
+        col = layout.column()
+        col.prop(s, "armature")
+        if s.armature is not None:
+            col.prop_search(s, "effector", s.armature.data, "bones")
+        else:
+            col.prop(s, "effector")
+        col.prop(s, "target")
+        col.prop(s, "use_scene_range")
+        if not s.use_scene_range:
+            row = col.row(align=True)
+            row.prop(s, "frame_start")
+            row.prop(s, "frame_end")
+        col.prop(s, "animation_path")
+        layout.operator("dhik.bake", icon="RENDER_ANIMATION")
+
+        if s.has_result:
+            box = layout.box()
+            box.label(text=f"Frames: {s.result_frames}")
+            box.label(text=f"Converged: {s.result_converged}/{s.result_frames}",
+                      icon="CHECKMARK" if s.result_converged == s.result_frames else "ERROR")
+            box.label(text=f"Max position error: {s.result_max_position_error:.3g} m")
+            box.label(text=f"Max orientation error: {s.result_max_orientation_error:.3g} rad")
+
+        col = layout.column(align=True)
+        col.operator("dhik.export_skeleton", text="Export Skeleton")
+        col.operator("dhik.export_targets", text="Export Targets")
+        col.operator("dhik.export_animation", text="Export Animation")
+
+
+class DHIK_PT_solver(bpy.types.Panel):
+    """Solver parameters of SPEC 5.4 (collapsed by default)."""
+
+    bl_label = "Solver"
+    bl_idname = "DHIK_PT_solver"
+    bl_space_type = "VIEW_3D"
+    bl_region_type = "UI"
+    bl_category = "DHIK"
+    bl_parent_id = "DHIK_PT_panel"
+    bl_options = {"DEFAULT_CLOSED"}
+
+    def draw(self, context: bpy.types.Context) -> None:
+        s: DHIK_PG_settings = context.scene.dhik
+        col = self.layout.column()
+        for name in ("max_iterations", "position_tolerance", "orientation_tolerance", "damping",
+                     "enable_line_search", "line_search_alpha", "line_search_alpha_min"):
+            col.prop(s, name)
+
+
+def menu_import(self: bpy.types.Menu, _context: bpy.types.Context) -> None:
+    self.layout.operator("dhik.import_skeleton", text="DHIK Skeleton (.json)")
+    self.layout.operator("dhik.import_targets", text="DHIK Targets (.json)")
+
+
+def menu_export(self: bpy.types.Menu, _context: bpy.types.Context) -> None:
+    self.layout.operator("dhik.export_skeleton", text="DHIK Skeleton (.json)")
+    self.layout.operator("dhik.export_targets", text="DHIK Targets (.json)")
+    self.layout.operator("dhik.export_animation", text="DHIK Animation (.json)")

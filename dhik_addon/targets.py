@@ -1,0 +1,107 @@
+"""Target empties <-> targets.json keyframes, and per-frame target matrices for a bake.
+
+Keyframe ``pos`` is world space in metres, ``euler`` XYZ (``Rz Ry Rx``) in degrees; the
+empty uses rotation mode 'XYZ' in radians. Keys are LINEAR, so Blender's playback is
+the spec's channel-by-channel linear interpolation, and before the first key the first
+key holds (constant extrapolation), as DECISIONS asks.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import bpy
+import numpy as np
+from mathutils import Euler, Matrix
+
+from ..core.errors import DhikError
+from ..core.formats import Keyframe
+from . import keying
+
+POS_DECIMALS = 7  # 0.1 micrometre: below float32 resolution of the keyed values
+EULER_DECIMALS = 5  # degrees
+
+
+def create_target_empty(
+    context: bpy.types.Context, keyframes: Sequence[Keyframe], name: str
+) -> bpy.types.Object:
+    """New 'ARROWS' empty in the active collection, keyed at every keyframe (LINEAR)."""
+    ob = bpy.data.objects.new(name, None)
+    ob.empty_display_type = "ARROWS"
+    ob.rotation_mode = "XYZ"
+    first = keyframes[0]
+    ob.location = first.pos
+    ob.rotation_euler = [math.radians(a) for a in first.euler]
+    context.collection.objects.link(ob)
+    frames = [k.frame for k in keyframes]
+    cb = keying.new_action(ob, f"{name}_targets")
+    keying.write_vector(cb, "location", frames, np.array([k.pos for k in keyframes]), "Object")
+    eul = np.radians(np.array([k.euler for k in keyframes], dtype=float))
+    keying.write_vector(cb, "rotation_euler", frames, eul, "Object")
+    return ob
+
+
+def world_keyframes(
+    context: bpy.types.Context, ob: bpy.types.Object, frames: Sequence[int]
+) -> list[Keyframe]:
+    """``ob``'s evaluated world pose at each frame as keyframes (m, degrees XYZ).
+
+    Euler angles stay continuous from frame to frame (``to_euler`` with the previous
+    angles as reference); the first frame is compatible with the object's own XYZ
+    rotation. The scene's current frame is restored.
+    """
+    bad = [f for f in frames if f < 0]
+    if bad:
+        raise DhikError.at(f"object {ob.name!r}", "", f"frame {bad[0]} is negative; "
+                           "targets.json frames start at 0")
+    scene, depsgraph = context.scene, context.evaluated_depsgraph_get()
+    current = scene.frame_current
+    reference = Euler(ob.rotation_euler) if ob.rotation_mode == "XYZ" else Euler()
+    out: list[Keyframe] = []
+    try:
+        for f in frames:
+            scene.frame_set(f)
+            loc, rot, _scale = ob.evaluated_get(depsgraph).matrix_world.decompose()
+            reference = rot.to_matrix().to_euler("XYZ", reference)
+            out.append(Keyframe(
+                int(f),
+                tuple(round(float(v), POS_DECIMALS) for v in loc),  # type: ignore[arg-type]
+                tuple(round(math.degrees(a), EULER_DECIMALS) for a in reference),  # type: ignore[arg-type]
+            ))
+    finally:
+        scene.frame_set(current)
+    return out
+
+
+def _rigid(m: Matrix) -> np.ndarray:
+    """4x4 numpy rotation + translation of ``m`` (scale removed)."""
+    loc, rot, _scale = m.decompose()
+    out = np.eye(4)
+    out[:3, :3] = np.array(rot.to_matrix(), dtype=float)
+    out[:3, 3] = np.array(loc, dtype=float)
+    return out
+
+
+def armature_space_targets(
+    context: bpy.types.Context, target: bpy.types.Object, armature: bpy.types.Object,
+    frames: Sequence[int],
+) -> list[tuple[int, np.ndarray]]:
+    """``(frame, 4x4)``: the target's world pose in the armature's space at each frame.
+
+    Position is ``armature.matrix_world^-1 @ p`` (metres of armature space, so an
+    object scale scales the target distance); rotation is the target's rotation
+    relative to the armature object's (scale removed). The current frame is restored.
+    """
+    scene, depsgraph = context.scene, context.evaluated_depsgraph_get()
+    current = scene.frame_current
+    out: list[tuple[int, np.ndarray]] = []
+    try:
+        for f in frames:
+            scene.frame_set(f)
+            arm = armature.evaluated_get(depsgraph).matrix_world
+            local = arm.inverted_safe() @ target.evaluated_get(depsgraph).matrix_world
+            out.append((int(f), _rigid(local)))
+    finally:
+        scene.frame_set(current)
+    return out

@@ -1,0 +1,78 @@
+"""Shared test data and helpers of the add-on tests (imported by name: conftest puts this
+directory on sys.path, since pytest runs with --import-mode=importlib)."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+
+def _axis_quat(axis: list[float], degrees: float) -> list[float]:
+    n = math.sqrt(sum(a * a for a in axis))
+    h = math.radians(degrees) / 2
+    return [math.cos(h), *(math.sin(h) * a / n for a in axis)]
+
+
+# All four joint types: a fixed root away from the origin, a spherical joint with limits,
+# a revolute hinge, a fixed joint with a quaternion, a prismatic slide and an oblique
+# revolute axis, then a fixed tool as the single leaf (the effector).
+MIXED_SKELETON: dict[str, Any] = {
+    "root_name": "Base",
+    "joints": [
+        {"name": "Base", "type": "fixed", "offset": [0.1, -0.2, 0.05], "parent": None},
+        {"name": "Shoulder", "type": "spherical", "offset": [0, 0, 0.5], "parent": "Base",
+         "limits": [[-1.5, 1.5], None, [-1.0, 1.0]]},
+        {"name": "Elbow", "type": "revolute", "offset": [0, 0, 0.6], "parent": "Shoulder",
+         "axis": [1, 0, 0], "limits": [-0.1, 2.5]},
+        {"name": "Wrist", "type": "fixed", "offset": [0, 0, 0.4], "parent": "Elbow",
+         "quaternion": _axis_quat([0, 1, 0], 30.0)},
+        {"name": "Slide", "type": "prismatic", "offset": [0, 0, 0.1], "parent": "Wrist",
+         "axis": [0, 0, 1], "limits": [-0.2, 0.3]},
+        {"name": "Twist", "type": "revolute", "offset": [0, 0.05, 0.15], "parent": "Slide",
+         "axis": [1, 1, 0]},
+        {"name": "Tool", "type": "fixed", "offset": [0, 0, 0.1], "parent": "Twist"},
+    ],
+}
+
+# Joint values (SPEC 3.3 entries) whose FK gives reachable targets for MIXED_SKELETON.
+MIXED_POSES: list[dict[str, dict[str, Any]]] = [
+    {"Shoulder": {"quaternion": _axis_quat([1, 0, 0], 20)}, "Elbow": {"angle": 0.6},
+     "Slide": {"displacement": 0.05}, "Twist": {"angle": 0.3}},
+    {"Shoulder": {"quaternion": _axis_quat([0.3, 1, 0.2], 35)}, "Elbow": {"angle": 1.0},
+     "Slide": {"displacement": 0.15}, "Twist": {"angle": -0.4}},
+    {"Shoulder": {"quaternion": _axis_quat([0, 0.2, 1], 50)}, "Elbow": {"angle": 0.8},
+     "Slide": {"displacement": -0.1}, "Twist": {"angle": 0.2}},
+]
+
+
+def write_json(path: Path, data: Any) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data, indent=1))
+    return path
+
+
+def reachable_targets(core: ModuleType, skeleton: dict, poses: list[dict], effector: str,
+                      frames: list[int]) -> list[dict[str, Any]]:
+    """targets.json keyframes at ``frames``: the effector's FK pose for each joint pose."""
+    defn = core.formats.parse_skeleton(skeleton)
+    skel = core.Skeleton(defn)
+    out = []
+    for frame, pose in zip(frames, poses, strict=True):
+        skel.reset()
+        entries = {}
+        for name, value in pose.items():
+            kind = defn_type(defn, name)
+            entries[name] = {"type": kind, **value}
+        skel.set_joint_values(entries)
+        m = skel.world_transforms()[effector]
+        euler = core.rotations.matrix_to_euler_xyz(m[:3, :3])
+        out.append({"frame": frame, "pos": [float(v) for v in m[:3, 3]],
+                    "euler": [math.degrees(float(a)) for a in euler]})
+    return out
+
+
+def defn_type(defn: Any, name: str) -> str:
+    return next(j.type for j in defn.joints if j.name == name)
