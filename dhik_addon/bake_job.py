@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import bpy
 import numpy as np
 
-from ..core.bake import BakeResult, simulate
+from ..core.bake import BakeResult, simulate, summary_line
 from ..core.errors import DhikError
 from ..core.formats import save_animation
 from ..core.skeleton import Skeleton
@@ -98,6 +98,7 @@ class BakeJob:
         s.result_max_orientation_error = max(
             (r.orientation_error for r in result.records), default=0
         )
+        s.result_summary = summary_line(result)
 
 
 def key_pose(ob: bpy.types.Object, maps: dict[str, JointMap], frames: list[dict]) -> None:

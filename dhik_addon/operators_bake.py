@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import bpy
 
-from ..core.bake import BakeResult, summary_line
+from ..core.bake import BakeResult
 from ..core.errors import DhikError
 from .bake_job import BakeJob, BakeThread
 
@@ -42,7 +42,7 @@ class DHIK_OT_bake(bpy.types.Operator):
             self.report({"ERROR"}, str(err))
             return {"CANCELLED"}
         level = "INFO" if result.converged_count == len(result.records) else "WARNING"
-        self.report({level}, summary_line(result))
+        self.report({level}, context.scene.dhik.result_summary)
         return {"FINISHED"}
 
     def execute(self, context: bpy.types.Context) -> set[str]:

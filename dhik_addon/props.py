@@ -71,6 +71,7 @@ class DHIK_PG_settings(bpy.types.PropertyGroup):
     result_converged: IntProperty(default=0)  # type: ignore[valid-type]
     result_max_position_error: FloatProperty(default=0.0, unit="LENGTH")  # type: ignore[valid-type]
     result_max_orientation_error: FloatProperty(default=0.0)  # type: ignore[valid-type]
+    result_summary: StringProperty(default="")  # type: ignore[valid-type]
 
     def solver_settings(self) -> SolverSettings:
         """The core's solver settings from these properties."""
