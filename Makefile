@@ -25,11 +25,17 @@ lint: $(VENV)/.ok
 test-core: $(VENV)/.ok
 	$(VENV)/bin/python -m pytest tests/core
 
+# Add-on tests in real Blender, and the core tests again on Blender's numpy 1.26.
 test-addon: $(BPYVENV)/.ok
-	$(BPYVENV)/bin/python -m pytest tests/addon
+	$(BPYVENV)/bin/python -m pytest tests/addon tests/core
 
 # The test command of the README: lint, core tests (numpy 2), add-on tests in real Blender (numpy 1.26).
 test: lint test-core test-addon
+
+# The main job: a headless Blender bake of a sample scene with the real add-on.
+demo: $(BPYVENV)/.ok
+	mkdir -p out
+	$(BPYVENV)/bin/python tools/demo_bake.py sample_scenes/$(SCENE) out
 
 clean:
 	rm -rf $(VENV) $(BPYVENV) dist out
