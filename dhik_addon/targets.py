@@ -47,9 +47,10 @@ def world_keyframes(
 ) -> list[Keyframe]:
     """``ob``'s evaluated world pose at each frame as keyframes (m, degrees XYZ).
 
-    Euler angles stay continuous from frame to frame (``to_euler`` with the previous
-    angles as reference); the first frame is compatible with the object's own XYZ
-    rotation. The scene's current frame is restored.
+    Each Euler triple is the one nearest to the object's own XYZ rotation channels at
+    that frame (so an unparented empty gives back its keyed angles, beyond +-180
+    degrees included), or to the previous frame's angles for other rotation modes.
+    The scene's current frame is restored.
     """
     bad = [f for f in frames if f < 0]
     if bad:
@@ -57,17 +58,19 @@ def world_keyframes(
                            "targets.json frames start at 0")
     scene, depsgraph = context.scene, context.evaluated_depsgraph_get()
     current = scene.frame_current
-    reference = Euler(ob.rotation_euler) if ob.rotation_mode == "XYZ" else Euler()
+    previous = Euler()
     out: list[Keyframe] = []
     try:
         for f in frames:
             scene.frame_set(f)
-            loc, rot, _scale = ob.evaluated_get(depsgraph).matrix_world.decompose()
-            reference = rot.to_matrix().to_euler("XYZ", reference)
+            ev = ob.evaluated_get(depsgraph)
+            loc, rot, _scale = ev.matrix_world.decompose()
+            near = Euler(ev.rotation_euler) if ev.rotation_mode == "XYZ" else previous
+            previous = rot.to_matrix().to_euler("XYZ", near)
             out.append(Keyframe(
                 int(f),
                 tuple(round(float(v), POS_DECIMALS) for v in loc),  # type: ignore[arg-type]
-                tuple(round(math.degrees(a), EULER_DECIMALS) for a in reference),  # type: ignore[arg-type]
+                tuple(round(math.degrees(a), EULER_DECIMALS) for a in previous),  # type: ignore[arg-type]
             ))
     finally:
         scene.frame_set(current)

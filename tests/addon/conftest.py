@@ -54,6 +54,7 @@ def core(addon: ModuleType) -> ModuleType:
     importlib.import_module(f"{ALIAS}.core.formats")
     importlib.import_module(f"{ALIAS}.core.bake")
     importlib.import_module(f"{ALIAS}.core.rotations")
+    importlib.import_module(f"{ALIAS}.core.trajectory")
     return sys.modules[f"{ALIAS}.core"]
 
 

@@ -9,7 +9,8 @@ from types import ModuleType
 import bpy
 import numpy as np
 import pytest
-from mathutils import Euler, Matrix, Vector
+from bpy_extras import anim_utils
+from mathutils import Euler, Matrix, Quaternion, Vector
 
 MARKER = "dhik: not converged"
 
@@ -133,8 +134,6 @@ def test_effector_reaches_target_on_converged_frames(mixed_files, core, tmp_path
 def test_bake_keys_in_bulk_with_linear_interpolation(mixed_files, tmp_path):
     ob, _ = _setup(*mixed_files)
     _bake(tmp_path)
-    from bpy_extras import anim_utils
-
     cb = anim_utils.animdata_get_channelbag_for_assigned_slot(ob.animation_data)
     paths = {(fc.data_path, fc.array_index) for fc in cb.fcurves}
     assert ('pose.bones["Shoulder"].rotation_quaternion', 3) in paths
@@ -171,8 +170,6 @@ def test_export_animation_after_a_hand_tweak(mixed_files, core, tmp_path):
     bpy.context.scene.frame_set(6)
     q = pb.rotation_quaternion.copy()
     extra = Vector(_np(pb.bone.matrix_local.to_3x3().inverted() @ Vector((1, 0, 0))))
-    from mathutils import Quaternion
-
     pb.rotation_quaternion = q @ Quaternion(extra, 0.25)
     pb.keyframe_insert("rotation_quaternion", frame=6)
     out = tmp_path / "tweaked.json"
