@@ -5,8 +5,8 @@ Usage: ``.venv-bpy/bin/python tools/demo_bake.py sample_scenes/arm7 out/``
 In a fresh factory scene it runs ``dhik.import_skeleton`` and ``dhik.import_targets``
 on ``<scene>/skeleton.json`` and ``<scene>/targets.json``, then ``dhik.bake`` (through
 ``execute``, as scripts do), and writes ``<out>/<scene>.blend`` and
-``<out>/animation.json``. It prints the core's bake summary line. Exit status: 0 when
-every frame converged, 1 when some did not, 2 on bad input.
+``<out>/animation.json``. It prints the core's bake summary line (which says how many
+frames converged). Exit status: 0 when the bake ran, 2 on bad input.
 """
 
 from __future__ import annotations
@@ -57,7 +57,7 @@ def run(scene_dir: Path, out_dir: Path) -> int:
     bpy.ops.wm.save_as_mainfile(filepath=str(blend))
     print(settings.result_summary)
     print(f"demo_bake: wrote {blend} and {settings.animation_path}")
-    return 0 if settings.result_converged == settings.result_frames else 1
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:

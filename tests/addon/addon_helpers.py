@@ -76,3 +76,36 @@ def reachable_targets(core: ModuleType, skeleton: dict, poses: list[dict], effec
 
 def defn_type(defn: Any, name: str) -> str:
     return next(j.type for j in defn.joints if j.name == name)
+
+
+def build_plain_rig():
+    """A leg made in Blender without dhik data: fixed root, spherical hip (Y locked,
+    X limited), revolute knee about X, locked toe. Bone X = world X, bone Z = -Y."""
+    import bpy
+
+    arm = bpy.data.armatures.new("rig")
+    ob = bpy.data.objects.new("rig", arm)
+    bpy.context.collection.objects.link(ob)
+    bpy.context.view_layer.objects.active = ob
+    bpy.ops.object.mode_set(mode="EDIT")
+    for name, head, tail, parent in [
+        ("root", (0, 0, 0), (0, 0, 0.2), None),
+        ("hip", (0, 0, 0.2), (0, 0, 1.0), "root"),
+        ("knee", (0, 0, 1.0), (0, 0, 1.8), "hip"),
+        ("toe", (0, 0, 1.8), (0, 0, 2.0), "knee"),
+    ]:
+        eb = arm.edit_bones.new(name)
+        eb.head, eb.tail = head, tail
+        eb.align_roll((0, -1, 0))
+        if parent:
+            eb.parent = arm.edit_bones[parent]
+    bpy.ops.object.mode_set(mode="OBJECT")
+    knee = ob.pose.bones["knee"]
+    knee.lock_ik_y = knee.lock_ik_z = True
+    knee.use_ik_limit_x, knee.ik_min_x, knee.ik_max_x = True, -0.5, 2.0
+    hip = ob.pose.bones["hip"]
+    hip.use_ik_limit_x, hip.ik_min_x, hip.ik_max_x = True, -1.0, 1.0
+    hip.lock_ik_y = True
+    toe = ob.pose.bones["toe"]
+    toe.lock_ik_x = toe.lock_ik_y = toe.lock_ik_z = True
+    return ob

@@ -9,6 +9,7 @@ from types import ModuleType
 import bpy
 import numpy as np
 import pytest
+from addon_helpers import build_plain_rig
 from bpy_extras import anim_utils
 from mathutils import Euler, Matrix, Quaternion, Vector
 
@@ -254,3 +255,19 @@ def test_sample_scene_bake_matches_core(scene, core, tmp_path):
     frames = core.formats.load_targets(d / "targets.json")[-1].frame + 1
     assert assert_pose_matches_core(core, ob, anim) == frames
     _assert_effector_on_target(core, ob, target, anim)
+
+
+def test_plain_rig_bakes_with_inferred_joints(core, tmp_path):
+    """A rig made in Blender (no dhik data) bakes through the inferred skeleton."""
+    ob = build_plain_rig()
+    target = bpy.data.objects.new("goal", None)
+    bpy.context.collection.objects.link(target)
+    target.location = (0.0, -0.5, 1.6)
+    target.rotation_euler = (-0.6, 0.0, 0.0)
+    scene = bpy.context.scene
+    scene.frame_start, scene.frame_end = 0, 3
+    s = scene.dhik
+    s.armature, s.target = ob, target
+    anim = _bake(tmp_path)
+    assert s.effector == "" and s.result_frames == 4
+    assert assert_pose_matches_core(core, ob, anim) == 4

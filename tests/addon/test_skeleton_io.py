@@ -8,7 +8,7 @@ from pathlib import Path
 import bpy
 import numpy as np
 import pytest
-from addon_helpers import MIXED_SKELETON, write_json
+from addon_helpers import MIXED_SKELETON, build_plain_rig, write_json
 
 
 def _import(path: Path) -> bpy.types.Object:
@@ -85,31 +85,7 @@ def test_export_is_lossless(mixed_files, core, tmp_path):
 
 def test_export_infers_joints_of_a_plain_rig(tmp_path, core):
     """A rig made in Blender: locks and limits become joint types and limits."""
-    arm = bpy.data.armatures.new("rig")
-    ob = bpy.data.objects.new("rig", arm)
-    bpy.context.collection.objects.link(ob)
-    bpy.context.view_layer.objects.active = ob
-    bpy.ops.object.mode_set(mode="EDIT")
-    for name, head, tail, parent in [
-        ("root", (0, 0, 0), (0, 0, 0.2), None),
-        ("hip", (0, 0, 0.2), (0, 0, 1.0), "root"),
-        ("knee", (0, 0, 1.0), (0, 0, 1.8), "hip"),
-        ("toe", (0, 0, 1.8), (0, 0, 2.0), "knee"),
-    ]:
-        eb = arm.edit_bones.new(name)
-        eb.head, eb.tail = head, tail
-        eb.align_roll((0, -1, 0))  # bone Z = -Y world, bone X = +X world
-        if parent:
-            eb.parent = arm.edit_bones[parent]
-    bpy.ops.object.mode_set(mode="OBJECT")
-    knee = ob.pose.bones["knee"]
-    knee.lock_ik_y = knee.lock_ik_z = True
-    knee.use_ik_limit_x, knee.ik_min_x, knee.ik_max_x = True, -0.5, 2.0
-    hip = ob.pose.bones["hip"]
-    hip.use_ik_limit_x, hip.ik_min_x, hip.ik_max_x = True, -1.0, 1.0
-    hip.lock_ik_y = True
-    toe = ob.pose.bones["toe"]
-    toe.lock_ik_x = toe.lock_ik_y = toe.lock_ik_z = True
+    ob = build_plain_rig()
     bpy.context.scene.dhik.armature = ob
     out = tmp_path / "rig.json"
     assert bpy.ops.dhik.export_skeleton(filepath=str(out)) == {"FINISHED"}
