@@ -27,6 +27,7 @@ from .props import DHIK_PG_settings
 from .targets import armature_space_targets
 
 MARKER_NAME = "dhik: not converged"
+BAKE_TAG = "dhik_bake"  # custom property marking actions written by a bake
 
 
 class BakeCancelled(Exception):
@@ -105,8 +106,12 @@ def key_pose(ob: bpy.types.Object, maps: dict[str, JointMap], frames: list[dict]
     """Key every moving joint's bone channel at every frame (new action, LINEAR).
 
     Every pose bone's own channels are reset to rest first, so bones without keys
-    (fixed joints) sit exactly at their rest pose.
+    (fixed joints) sit exactly at their rest pose. A replaced action that is not an
+    earlier dhik bake gets a fake user, so saving the file does not drop it.
     """
+    previous = ob.animation_data.action if ob.animation_data else None
+    if previous is not None and not previous.get(BAKE_TAG):
+        previous.use_fake_user = True
     for pb in ob.pose.bones:
         pb.location = (0.0, 0.0, 0.0)
         pb.rotation_quaternion = (1.0, 0.0, 0.0, 0.0)
@@ -114,6 +119,7 @@ def key_pose(ob: bpy.types.Object, maps: dict[str, JointMap], frames: list[dict]
         pb.rotation_axis_angle = (0.0, 0.0, 1.0, 0.0)
         pb.scale = (1.0, 1.0, 1.0)
     cb = keying.new_action(ob, f"{ob.name}_dhik_bake")
+    ob.animation_data.action[BAKE_TAG] = True
     numbers = [fr["frame"] for fr in frames]
     for name, jm in maps.items():
         if jm.channel is None:

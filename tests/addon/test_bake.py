@@ -239,7 +239,16 @@ def test_rebake_replaces_markers(mixed_files, tmp_path):
     _bake(tmp_path)
     again = len([m for m in bpy.context.scene.timeline_markers if m.name == MARKER])
     assert again == s.result_frames - s.result_converged < first
+    assert not any(a.use_fake_user for a in bpy.data.actions)  # earlier bakes are not kept
     assert math.isfinite(s.result_max_position_error)
+
+
+def test_bake_keeps_a_hand_made_action(mixed_files, tmp_path):
+    ob, _ = _setup(*mixed_files)
+    ob.pose.bones["Elbow"].keyframe_insert("rotation_quaternion", frame=1)
+    hand = ob.animation_data.action
+    _bake(tmp_path)
+    assert ob.animation_data.action is not hand and hand.use_fake_user
 
 
 SAMPLES = Path(__file__).resolve().parents[2] / "sample_scenes"
