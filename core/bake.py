@@ -15,9 +15,9 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from .chain import build_ik_chain
+from .fast import CompiledKinematics, solve_spec
 from .skeleton import Skeleton
-from .solver import SolverSettings, solve
+from .solver import SolverSettings
 
 Progress = Callable[[int, int], None]
 
@@ -90,24 +90,25 @@ def simulate(
     """
     settings = settings or SolverSettings()
     name = effector or skeleton.default_effector()
-    eff = skeleton.joint(name)
-    chain = build_ik_chain(skeleton.root, eff)
     kwargs = settings.kwargs()
     records: list[FrameRecord] = []
     frames: list[dict[str, Any]] = []
     start = time.perf_counter()
     skeleton.reset()
+    model = CompiledKinematics(skeleton, [name])  # compiled once; solve's iterates, faster
     for i, (frame, target) in enumerate(targets):
         if not warm_start:
-            skeleton.reset()
-        res = solve(skeleton.root, eff, target, chain, **kwargs)
+            model.reset()
+        res = solve_spec(model, target, settings)
         records.append(
             FrameRecord(frame, res.converged, res.iterations, res.position_error,
                         res.orientation_error)
         )
+        model.write_back(skeleton, fk=False)  # joint values need no FK
         frames.append({"frame": frame, "joints": skeleton.joint_values()})
         if progress is not None:
             progress(i + 1, len(targets))
+    model.write_back(skeleton)  # the last frame's pose, FK current
     align_quaternion_signs(frames)
     return BakeResult(records, frames, name, "spec", time.perf_counter() - start, kwargs)
 
