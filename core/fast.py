@@ -295,18 +295,43 @@ def _fixed_op(f: _Frames, i: int, parent: int, off: Vec3, rot: Mat3 | None) -> O
 def _revolute_op(
     f: _Frames, i: int, parent: int, off: Vec3, q: list[float], c: int, ax: int, axis: Vec3
 ) -> Op:
-    R, C, P = f.R, f.C, f.P
-    still = off == ZERO
+    """FK of a hinge: ``R = R_parent @ R_axis(q)``, ``p = p_parent + R_parent @ off``.
 
-    def op() -> None:
-        rp = C[parent]
-        P[i] = P[parent] if still else _moved(rp, P[parent], off)
-        if ax >= 0:
-            R[i] = C[i] = axis_rot(rp, ax, q[c])
-        else:
+    Coordinate axes get the rotation written out (the hot path of most rigs)."""
+    R, C, P = f.R, f.C, f.P
+    ox, oy, oz = off
+    cos, sin = math.cos, math.sin
+
+    if ax < 0:
+
+        def op() -> None:
+            rp = C[parent]
+            P[i] = _moved(rp, P[parent], off)
             R[i] = C[i] = mat_mul(rp, axis_angle_mat(axis, q[c]))
 
-    return op
+        return op
+
+    def op_axis() -> None:
+        r0, r1, r2, r3, r4, r5, r6, r7, r8 = C[parent]
+        px, py, pz = P[parent]
+        P[i] = (px + r0 * ox + r1 * oy + r2 * oz, py + r3 * ox + r4 * oy + r5 * oz,
+                pz + r6 * ox + r7 * oy + r8 * oz)  # fmt: skip
+        a = q[c]
+        k, s = cos(a), sin(a)
+        if ax == 2:
+            R[i] = C[i] = (k * r0 + s * r1, k * r1 - s * r0, r2,
+                           k * r3 + s * r4, k * r4 - s * r3, r5,
+                           k * r6 + s * r7, k * r7 - s * r6, r8)  # fmt: skip
+        elif ax == 1:
+            R[i] = C[i] = (k * r0 - s * r2, r1, s * r0 + k * r2,
+                           k * r3 - s * r5, r4, s * r3 + k * r5,
+                           k * r6 - s * r8, r7, s * r6 + k * r8)  # fmt: skip
+        else:
+            R[i] = C[i] = (r0, k * r1 + s * r2, k * r2 - s * r1,
+                           r3, k * r4 + s * r5, k * r5 - s * r4,
+                           r6, k * r7 + s * r8, k * r8 - s * r7)  # fmt: skip
+
+    return op_axis
 
 
 def _prismatic_op(f: _Frames, i: int, parent: int, off: Vec3, q: list[float], c: int,
@@ -428,7 +453,7 @@ class CompiledKinematics:
         ]
         for op in static:
             op()
-        self._fresh = False
+        self._fresh = self._clipped = False
         self.read_from(skeleton)
         self.update()
 
@@ -493,6 +518,12 @@ class CompiledKinematics:
                 v = hi[c]
             q[c] = v
         self._fresh = False
+        self._clipped = True
+
+    def clip(self) -> None:
+        """Clip every column into its current limits (a no-op when nothing changed)."""
+        if not self._clipped:
+            self.apply_scaled([0.0] * self.n, 0.0)
 
     # -- the protocol (numpy at the boundary) ------------------------------------------
     def reset(self) -> None:
@@ -501,7 +532,7 @@ class CompiledKinematics:
         self._lo[:] = self._lo0
         self._hi[:] = self._hi0
         self._quats[:] = [(1.0, 0.0, 0.0, 0.0)] * len(self._quats)
-        self._fresh = False
+        self._fresh = self._clipped = False
         self.update()
 
     def effector_transform(self, k: int) -> Array:
@@ -532,7 +563,7 @@ class CompiledKinematics:
         self._lo[:] = lo
         self._hi[:] = hi
         self._quats[:] = quats
-        self._fresh = False
+        self._fresh = self._clipped = False
 
     def _node(self, skeleton: Skeleton, c: int) -> Any:
         name, k = self._col_joint[c]
@@ -565,7 +596,7 @@ class CompiledKinematics:
         for s, name in enumerate(self._sph_names):
             quat = skeleton.joints[name].quaternion  # type: ignore[attr-defined]
             self._quats[s] = (float(quat[0]), float(quat[1]), float(quat[2]), float(quat[3]))
-        self._fresh = False
+        self._fresh = self._clipped = False
 
 
 def _solver_nodes(joint: JointNode) -> list[JointNode]:
@@ -579,6 +610,8 @@ def _solver_nodes(joint: JointNode) -> list[JointNode]:
 
 
 def _targets(target: ArrayLike | Sequence[ArrayLike], m: int) -> list[Array]:
+    if m == 1 and isinstance(target, np.ndarray) and target.shape == (4, 4):
+        return [target]
     arr = np.asarray(target, dtype=float)
     ts = [arr] if arr.ndim == 2 else list(arr)
     if len(ts) != m or any(t.shape != (4, 4) for t in ts):
@@ -591,10 +624,10 @@ class _FloatStepper:
 
     def __init__(self, model: CompiledKinematics, targets: list[Array], damping: float) -> None:
         self.model = model
-        self.targets = [
-            (tuple(float(v) for v in t[:3, :3].ravel()), tuple(float(v) for v in t[:3, 3]))
-            for t in targets
-        ]
+        self.targets = []
+        for t in targets:
+            (r0, r1, r2, p0), (r3, r4, r5, p1), (r6, r7, r8, p2), _ = t.tolist()
+            self.targets.append(((r0, r1, r2, r3, r4, r5, r6, r7, r8), (p0, p1, p2)))
         self.damping = damping
 
     def measure(self) -> tuple[list[float], list[tuple[float, float]]]:
@@ -635,6 +668,9 @@ class _FloatStepper:
     def apply(self, dq: list[float], alpha: float) -> None:
         self.model.apply_scaled(dq, alpha)
 
+    def clip(self) -> None:
+        self.model.clip()
+
 
 class _ArrayStepper:
     """The loop's operations on any Kinematics, through the protocol (numpy)."""
@@ -669,6 +705,9 @@ class _ArrayStepper:
     def apply(self, dq: Array | list[float], alpha: float) -> None:
         self.model.apply_delta(alpha * np.asarray(dq, dtype=float))
 
+    def clip(self) -> None:
+        self.model.apply_delta(np.zeros(self.model.n))
+
 
 def solve_spec(
     model: Kinematics,
@@ -697,7 +736,7 @@ def solve_spec(
         return SolveResult(converged, iterations, max(e[0] for e in errs),
                            max(e[1] for e in errs))
 
-    stepper.apply([0.0] * model.n, 0.0)  # a start outside the limits is clipped, as solve
+    stepper.clip()  # a start outside the limits is clipped into them, as solve does
     model.update()
     dx, errs = stepper.measure()
     while True:
