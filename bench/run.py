@@ -1,0 +1,326 @@
+"""Run the IK benchmark: ``bench/run.sh`` (or ``bench/.venv/bin/python bench/run.py``).
+
+Workloads per scene (bench/scenes.py): A, cold solves of random reachable poses, each
+from the T-pose; B, a smooth trajectory, each frame warm-started from the previous
+frame's answer (frame 0 from the T-pose); C, ``dhik bake`` of B end to end through the
+CLI (reading skeleton.json/targets.json, writing animation.json). Every answer is
+re-checked with bench/refk.py. Success: pose error below the threshold AND every joint
+within its limits. Times cover the solver call only (A, B) and are the median over
+``--repeats`` runs of each run's median and mean. Writes bench/results/latest.json and
+latest.md and prints the table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+from methods import METHODS, Method  # noqa: E402
+from refk import pose_errors  # noqa: E402
+from scenes import Scene, load_scenes  # noqa: E402
+
+SPEC_TOL = (1e-3, 1e-1)  # m, rad
+TIGHT_TOL = (1e-5, 1e-4)
+SEED_A, SEED_B = 12345, 2
+
+
+def check(scene: Scene, values: dict[str, Any], target: np.ndarray) -> dict[str, Any]:
+    """Our own verdict on one answer: errors by refk FK, limits, both success levels."""
+    try:
+        reached = scene.chain.fk(values, scene.effector)
+        pe, oe = pose_errors(target, reached)
+        ok_limits = scene.chain.within_limits(values)
+    except (KeyError, ValueError, TypeError):
+        pe = oe = float("inf")
+        ok_limits = False
+    finite = np.isfinite(pe) and np.isfinite(oe)
+    return {
+        "pe": pe, "oe": oe, "limits": ok_limits,
+        "spec": bool(finite and ok_limits and pe < SPEC_TOL[0] and oe < SPEC_TOL[1]),
+        "tight": bool(finite and ok_limits and pe < TIGHT_TOL[0] and oe < TIGHT_TOL[1]),
+        "loose": bool(finite and pe < SPEC_TOL[0] and oe < SPEC_TOL[1]),
+    }
+
+
+def run_workload(method: Method, scene: Scene, targets: list[np.ndarray], warm: bool,
+                 repeats: int) -> dict[str, Any]:
+    """Solve ``targets`` cold (A) or as a warm-started trajectory (B)."""
+    medians, means = [], []
+    checks: list[dict[str, Any]] = []
+    iters: list[int] = []
+    first: list[float] = []
+    for run in range(repeats):
+        times = []
+        method.start()
+        for i, target in enumerate(targets):
+            if not warm:
+                method.start()
+            t0 = time.perf_counter()
+            it = method.solve(target, warm and i > 0)
+            times.append(time.perf_counter() - t0)
+            if run == 0:
+                checks.append(check(scene, method.values(), target))
+                if it is not None:
+                    iters.append(it)
+            elif warm:
+                method.values()  # same untimed work as in run 0
+        first = first or times
+        medians.append(statistics.median(times) * 1e6)
+        means.append(statistics.mean(times) * 1e6)
+    n = len(checks)
+    good = [t * 1e6 for t, c in zip(first, checks, strict=True) if c["spec"]]
+    return {
+        "n": n,
+        "success_spec": sum(c["spec"] for c in checks) / n,
+        "success_tight": sum(c["tight"] for c in checks) / n,
+        "loose_ignoring_limits": sum(c["loose"] for c in checks) / n,
+        "median_us": statistics.median(medians),
+        "mean_us": statistics.median(means),
+        "median_iterations": statistics.median(iters) if iters else None,
+        "median_pos_err": statistics.median(c["pe"] for c in checks),
+        "median_rot_err": statistics.median(c["oe"] for c in checks),
+        "median_us_successful": statistics.median(good) if good else None,
+    }
+
+
+def write_scene_files(scene: Scene, targets: list[np.ndarray], folder: Path) -> tuple[Path, Path]:
+    """skeleton.json and targets.json (one keyframe per frame, Euler XYZ in degrees)."""
+    from scipy.spatial.transform import Rotation
+
+    skel = folder / "skeleton.json"
+    skel.write_text(json.dumps(scene.skeleton))
+    keys = []
+    for f, t in enumerate(targets):
+        e = np.degrees(Rotation.from_matrix(t[:3, :3]).as_euler("xyz"))
+        keys.append({"frame": f, "pos": [float(v) for v in t[:3, 3]],
+                     "euler": [float(v) for v in e]})
+    tpath = folder / "targets.json"
+    tpath.write_text(json.dumps(keys))
+    return skel, tpath
+
+
+def run_bake(scene: Scene, targets: list[np.ndarray]) -> dict[str, Any]:
+    """Workload C: ``dhik bake`` through the CLI in-process; frames/s and refk checks."""
+    from dhik.cli import main
+
+    with tempfile.TemporaryDirectory() as tmp:
+        skel, tpath = write_scene_files(scene, targets, Path(tmp))
+        out = Path(tmp) / "animation.json"
+        t0 = time.perf_counter()
+        status = main(["bake", str(skel), str(tpath), "-o", str(out),
+                       "--effector", scene.effector])
+        wall = time.perf_counter() - t0
+        frames = json.loads(out.read_text())["frames"] if out.exists() else []
+    checks = []
+    for fr, target in zip(frames, targets, strict=False):
+        vals = {}
+        for name, v in fr["joints"].items():
+            vals[name] = v.get("angle", v.get("displacement", v.get("quaternion")))
+        checks.append(check(scene, vals, target))
+    n = len(targets)
+    return {"n": n, "status": status, "wall_s": wall, "frames_per_s": n / wall,
+            "success_spec": sum(c["spec"] for c in checks) / n,
+            "success_tight": sum(c["tight"] for c in checks) / n,
+            "loose_ignoring_limits": sum(c["loose"] for c in checks) / n}
+
+
+def run_blender(scene: Scene, a: list[np.ndarray], b: list[np.ndarray], python: str,
+                limit_a: int) -> list[dict[str, Any]]:
+    """Blender's IK constraint (Legacy, iTaSC) in the bpy venv, as a subprocess."""
+    if not Path(python).exists():
+        return [{"method": "Blender IK (bpy)", "unavailable": f"no bpy venv at {python}"}]
+    with tempfile.TemporaryDirectory() as tmp:
+        inp, outp = Path(tmp) / "in.json", Path(tmp) / "out.json"
+        inp.write_text(json.dumps({
+            "skeleton": scene.skeleton, "effector": scene.effector,
+            "A": [t.tolist() for t in a[:limit_a]], "B": [t.tolist() for t in b]}))
+        proc = subprocess.run([python, str(HERE / "blender_ik.py"), str(inp), str(outp)],
+                              capture_output=True, text=True, timeout=1800)
+        if proc.returncode != 0 or not outp.exists():
+            tail = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
+            return [{"method": "Blender IK (bpy)", "unavailable": " | ".join(tail)}]
+        data = json.loads(outp.read_text())
+    rows = []
+    for cfg in data["configs"]:
+        for wl, targets in (("A", a[:limit_a]), ("B", b)):
+            res = cfg.get(wl)
+            if res is None:
+                continue
+            checks = [check(scene, v, t) for v, t in zip(res["values"], targets, strict=True)]
+            n = len(checks)
+            rows.append({
+                "method": f"Blender {cfg['name']}", "workload": wl, "n": n,
+                "success_spec": sum(c["spec"] for c in checks) / n,
+                "success_tight": sum(c["tight"] for c in checks) / n,
+                "loose_ignoring_limits": sum(c["loose"] for c in checks) / n,
+                "median_us": statistics.median(res["times_us"]),
+                "mean_us": statistics.mean(res["times_us"]),
+                "muted_update_us": res.get("muted_us"),
+                "median_iterations": None,
+                "median_pos_err": statistics.median(c["pe"] for c in checks),
+                "median_rot_err": statistics.median(c["oe"] for c in checks),
+                "note": "; ".join(x for x in (cfg.get("note", ""), f"first {limit_a} poses"
+                                              if wl == "A" and limit_a < len(a) else "") if x),
+            })
+    return rows
+
+
+def versions() -> dict[str, str]:
+    out = {"python": platform.python_version(), "machine": platform.machine(),
+           "cpus": str(os.cpu_count())}
+    for pkg in ("numpy", "scipy", "ikpy", "pin", "roboticstoolbox-python", "dhik"):
+        try:
+            out[pkg] = version(pkg)
+        except PackageNotFoundError:
+            out[pkg] = "not installed"
+    return out
+
+
+def fmt(v: Any, kind: str) -> str:
+    if v is None:
+        return "—"
+    if kind == "pct":
+        return f"{100 * v:.1f}%"
+    if kind == "us":
+        return f"{v:.0f}"
+    if kind == "err":
+        return f"{v:.1e}"
+    return str(v)
+
+
+def markdown(result: dict[str, Any]) -> str:
+    head = ("| scene | method | workload | n | success 1e-3 m / 0.1 rad | success 1e-5 m / "
+            "1e-4 rad | loose, ignoring limits | median µs | mean µs | median µs, successful "
+            "solves | median iters | frames/s (C) | median pos err | median rot err |")
+    lines = [head, "|" + "---|" * 14]
+    for r in result["rows"]:
+        if "unavailable" in r:
+            lines.append(f"| {r.get('scene', '')} | {r['method']} | — | — | unavailable: "
+                         f"{r['unavailable']} | | | | | | | | | |")
+            continue
+        n = f"{r['n']}" + (f" ({r['note']})" if r.get("note") else "")
+        lines.append(
+            f"| {r['scene']} | {r['method']} | {r['workload']} | {n} | "
+            f"{fmt(r['success_spec'], 'pct')} | {fmt(r['success_tight'], 'pct')} | "
+            f"{fmt(r['loose_ignoring_limits'], 'pct')} | {fmt(r.get('median_us'), 'us')} | "
+            f"{fmt(r.get('mean_us'), 'us')} | {fmt(r.get('median_us_successful'), 'us')} | "
+            f"{fmt(r.get('median_iterations'), '')} | "
+            f"{fmt(r.get('frames_per_s'), 'us')} | {fmt(r.get('median_pos_err'), 'err')} | "
+            f"{fmt(r.get('median_rot_err'), 'err')} |")
+    lin = result.get("linearity")
+    if lin:
+        lines.append("")
+        lines.append(f"Bake cost linear in frames ({lin['scene']}, a {lin['frames_small']}-frame "
+                     f"loop baked once and {lin['frames_large'] // lin['frames_small']} times "
+                     f"over): {lin['frames_small']} frames {lin['s_small']:.2f} s, "
+                     f"{lin['frames_large']} frames "
+                     f"{lin['s_large']:.2f} s; time ratio {lin['ratio']:.2f} for a frame "
+                     f"ratio {lin['frames_large'] / lin['frames_small']:.0f} "
+                     f"(per-frame cost ratio {lin['per_frame_ratio']:.2f}).")
+    lines.append("")
+    lines.append("Versions: " + ", ".join(f"{k} {v}" for k, v in result["versions"].items()))
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--poses", type=int, default=1000, help="workload A size")
+    parser.add_argument("--frames", type=int, default=2000, help="workload B/C length")
+    parser.add_argument("--repeats", type=int, default=3, help="timing runs (median taken)")
+    parser.add_argument("--bpy-python", default=str(HERE.parent / ".venv-bpy" / "bin" /
+                                                     "python"))
+    parser.add_argument("--blender-poses", type=int, default=300)
+    parser.add_argument("--scenes", nargs="*", default=None)
+    parser.add_argument("--methods", nargs="*", default=None, help="substring filter")
+    parser.add_argument("--no-blender", action="store_true")
+    parser.add_argument("--out", default=str(HERE / "results"))
+    args = parser.parse_args(argv)
+
+    rows: list[dict[str, Any]] = []
+    started = time.perf_counter()
+    scenes = [s for s in load_scenes() if args.scenes is None or s.name in args.scenes]
+    for scene in scenes:
+        a = scene.poses(args.poses, SEED_A)
+        b = scene.trajectory(args.frames, SEED_B)
+        for method in METHODS:
+            if args.methods and not any(m in method.name for m in args.methods):
+                continue
+            if method.only is not None and scene.name not in method.only:
+                continue
+            why = method.available()
+            if why is not None:
+                rows.append({"scene": scene.name, "method": method.name, "unavailable": why})
+                continue
+            method.setup(scene)
+            for wl, targets, warm in (("A", a, False), ("B", b, True)):
+                note = ""
+                if not warm and method.cold_limit and method.cold_limit < len(targets):
+                    targets = targets[: method.cold_limit]
+                    note = f"first {method.cold_limit} poses: slow"
+                reps = min(method.repeats or args.repeats, args.repeats)
+                if reps < args.repeats:
+                    note = "; ".join(x for x in (note, f"{reps} timing run") if x)
+                t0 = time.perf_counter()
+                res = run_workload(method, scene, targets, warm, reps)
+                res.update(scene=scene.name, method=method.name, workload=wl, note=note)
+                rows.append(res)
+                print(f"[{time.perf_counter() - started:6.0f} s] {scene.name} {method.name} "
+                      f"{wl}: {100 * res['success_spec']:.1f}% / {100 * res['success_tight']:.1f}%"
+                      f" median {res['median_us']:.0f} us ({time.perf_counter() - t0:.0f} s)",
+                      flush=True)
+        bake = run_bake(scene, b)
+        bake.update(scene=scene.name, method="dhik bake (CLI, SPEC tolerances)", workload="C",
+                    median_iterations=None)
+        rows.append(bake)
+        print(f"[{time.perf_counter() - started:6.0f} s] {scene.name} bake C: "
+              f"{bake['frames_per_s']:.0f} frames/s", flush=True)
+        if scene.name == "arm7" and not args.no_blender:
+            for r in run_blender(scene, a, b, args.bpy_python, args.blender_poses):
+                r.setdefault("scene", scene.name)
+                rows.append(r)
+            print(f"[{time.perf_counter() - started:6.0f} s] blender done", flush=True)
+
+    linearity = None
+    arm = next((s for s in scenes if s.name == "arm7"), None)
+    if arm is not None:
+        # the same 1,000-frame loop baked once and five times over (5,000 frames)
+        block = args.frames // 2
+        long = arm.trajectory(5 * block, SEED_B, block=block)
+        small = run_bake(arm, long[:block])
+        large = run_bake(arm, long)
+        linearity = {"scene": "arm7", "frames_small": small["n"], "s_small": small["wall_s"],
+                     "frames_large": large["n"], "s_large": large["wall_s"],
+                     "ratio": large["wall_s"] / small["wall_s"],
+                     "per_frame_ratio": (large["wall_s"] / large["n"])
+                     / (small["wall_s"] / small["n"])}
+    result = {"rows": rows, "linearity": linearity, "versions": versions(),
+              "settings": {"poses": args.poses, "frames": args.frames,
+                           "repeats": args.repeats, "seed_A": SEED_A, "seed_B": SEED_B,
+                           "spec_tol": SPEC_TOL, "tight_tol": TIGHT_TOL},
+              "wall_s": time.perf_counter() - started}
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "latest.json").write_text(json.dumps(result, indent=1, default=float) + "\n")
+    md = markdown(result)
+    (out / "latest.md").write_text(md)
+    print(md)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
