@@ -628,16 +628,16 @@ class CompiledKinematics:
 
     def effector_transform(self, k: int) -> Array:
         e = self._eff[k]
-        t = np.eye(4)
-        t[:3, :3] = np.reshape(self._frames.R[e], (3, 3))
-        t[:3, 3] = self._frames.P[e]
-        return t
+        r0, r1, r2, r3, r4, r5, r6, r7, r8 = self._frames.R[e]
+        p0, p1, p2 = self._frames.P[e]
+        return np.array([[r0, r1, r2, p0], [r3, r4, r5, p1], [r6, r7, r8, p2],
+                         [0.0, 0.0, 0.0, 1.0]])  # fmt: skip
 
     def jacobian(self, k: int) -> Array:
-        return np.array(self.jacobian_columns(k), dtype=float).reshape(self.n, 6).T.copy()
+        return np.array(self.jacobian_columns(k), dtype=float).reshape(self.n, 6).T
 
     def apply_delta(self, dq: Array) -> None:
-        self.apply_scaled([float(d) for d in dq], 1.0)
+        self.apply_scaled(np.asarray(dq, dtype=float).tolist(), 1.0)
 
     def limits(self) -> tuple[Array, Array]:
         return np.array(self._lo, dtype=float), np.array(self._hi, dtype=float)
