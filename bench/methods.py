@@ -121,6 +121,26 @@ class DhikCompiled(DhikObjects):
         return _dhik_values(self.sk)
 
 
+class DhikPredict(DhikCompiled):
+    """``solve_spec`` warm-started from a linear predictor of the two previous answers,
+    ``q = 2 q[-1] - q[-2]`` on the 1-DoF columns (clipped; spherical increments are
+    folded after each solve, so they are not extrapolated). A bake-level idea: the
+    targets are known in advance; not what ``bake.simulate`` does today."""
+
+    def start(self) -> None:
+        super().start()
+        self.history: list[np.ndarray] = []
+
+    def solve(self, target: np.ndarray, warm: bool) -> int | None:
+        from dhik.fast import solve_spec
+
+        if warm and len(self.history) == 2:
+            self.model.apply_delta(self.history[1] - self.history[0])
+        it = solve_spec(self.model, target, self.s).iterations
+        self.history = [*self.history[-1:], self.model.increments()]
+        return it
+
+
 class DhikRobust(DhikCompiled):
     """``robust.solve_robust`` on ``CompiledKinematics`` (warm: pulled toward the
     previous frame's pose)."""
@@ -340,6 +360,7 @@ METHODS: list[Method] = [
     DhikObjects("dhik spec (objects)"),
     DhikCompiled("dhik spec (compiled)"),
     DhikCompiled("dhik spec (compiled), SPEC tolerances", tight=False),
+    DhikPredict("dhik spec (compiled), SPEC tolerances, 2-frame predictor", tight=False),
     DhikRobust("dhik robust"),
     IkPy(),
     Pinocchio("pinocchio CLIK (documented loop)"),
