@@ -2,24 +2,48 @@
 
 Targets are world 4x4 matrices (metres). Frames are solved in order from the T-pose,
 each warm-started from the previous frame's solution unless ``warm_start`` is False.
+``method`` picks the solver: ``"spec"`` (SPEC 5.4's algorithm exactly; the library
+default, so existing callers are unchanged) or ``"robust"`` (``robust.solve_trajectory``:
+adaptive damping, limit-aware steps, null-space pull, restarts and bridging, several
+effectors at once; the default of the CLI and the add-on).
 """
 
 from __future__ import annotations
 
+import math
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
+from .errors import DhikError
 from .fast import CompiledKinematics, solve_spec
+from .kinematics import Kinematics
+from .robust import RobustOptions, solve_trajectory
+from .rotations import matrix_to_rotvec
 from .skeleton import Skeleton
 from .solver import SolverSettings
 
 Progress = Callable[[int, int], None]
+Target = tuple[int, NDArray[np.float64]]
+METHODS = ("robust", "spec")
+
+
+@dataclass(frozen=True)
+class EffectorTrack:
+    """One effector's targets ``(frame, world 4x4)`` (metres) and its weights (>= 0).
+
+    A weight of 0 ignores that part: ``rot_weight=0`` makes a position-only target.
+    """
+
+    name: str
+    targets: Sequence[Target]
+    pos_weight: float = 1.0
+    rot_weight: float = 1.0
 
 
 @dataclass
@@ -31,6 +55,9 @@ class FrameRecord:
     iterations: int
     position_error: float
     orientation_error: float
+    # per effector {"position_error": m, "orientation_error": rad}; the fields above are
+    # the maxima over the effectors (a part with weight 0 does not count)
+    effector_errors: dict[str, dict[str, float]] = field(default_factory=dict)
 
 
 @dataclass
@@ -43,6 +70,7 @@ class BakeResult:
     method: str = "spec"
     wall_time: float = 0.0  # seconds
     settings: dict[str, Any] = field(default_factory=dict)
+    effectors: list[str] = field(default_factory=list)  # every effector, in track order
 
     @property
     def converged_count(self) -> int:
@@ -52,6 +80,7 @@ class BakeResult:
         """The JSON report: summary figures and every frame's record."""
         return {
             "effector": self.effector,
+            "effectors": self.effectors or [self.effector],
             "method": self.method,
             "settings": self.settings,
             "frames": len(self.records),
@@ -78,39 +107,137 @@ def align_quaternion_signs(frames: list[dict[str, Any]]) -> None:
 
 def simulate(
     skeleton: Skeleton,
-    targets: list[tuple[int, NDArray[np.float64]]],
+    targets: Sequence[Target] | Sequence[EffectorTrack],
     effector: str | None = None,
     settings: SolverSettings | None = None,
     warm_start: bool = True,
     progress: Progress | None = None,
+    *,
+    method: str = "spec",
+    options: RobustOptions | None = None,
 ) -> BakeResult:
-    """Solve ``targets`` (``(frame, world 4x4)``) in order and collect the bake.
+    """Solve ``targets`` in order and collect the bake.
 
-    The skeleton is reset to the T-pose first and is left in the last frame's pose.
+    ``targets`` is either one effector's ``(frame, world 4x4)`` list (the effector named
+    by ``effector``, default the single leaf) or a list of :class:`EffectorTrack`, solved
+    together. Tracks are merged on the union of their frames; a track holds its first
+    target before its first frame and its last after its last. ``options`` tune the
+    robust method. The skeleton is reset to the T-pose first and is left in the last
+    frame's pose.
     """
     settings = settings or SolverSettings()
-    name = effector or skeleton.default_effector()
+    if method not in METHODS:
+        raise DhikError(f"unknown method {method!r}: choose {' or '.join(METHODS)}")
+    tracks = _as_tracks(skeleton, targets, effector)
+    names = [t.name for t in tracks]
+    numbers, per_frame = merge_tracks(tracks)
     kwargs = settings.kwargs()
     records: list[FrameRecord] = []
     frames: list[dict[str, Any]] = []
     start = time.perf_counter()
     skeleton.reset()
-    model = CompiledKinematics(skeleton, [name])  # compiled once; solve's iterates, faster
-    for i, (frame, target) in enumerate(targets):
-        if not warm_start:
-            model.reset()
-        res = solve_spec(model, target, settings)
+    model = CompiledKinematics(skeleton, names)  # compiled once; solve's iterates, faster
+    if method == "spec":
+        if any((t.pos_weight, t.rot_weight) != (1.0, 1.0) for t in tracks):
+            raise DhikError("effector weights need --method robust")
+        solved = _solve_spec_frames(model, per_frame, settings, warm_start, progress)
+    else:
+        weights = [(t.pos_weight, t.rot_weight) for t in tracks]
+        solved = [(f.state, f.result) for f in solve_trajectory(
+            model, per_frame, settings, weights=weights, options=options,
+            cold_start=not warm_start, progress=progress)]
+    for frame, frame_targets, (state, res) in zip(numbers, per_frame, solved, strict=True):
+        model.restore(state)
+        model.update()
         records.append(
             FrameRecord(frame, res.converged, res.iterations, res.position_error,
-                        res.orientation_error)
+                        res.orientation_error, _effector_errors(model, names, frame_targets))
         )
         model.write_back(skeleton, fk=False)  # joint values need no FK
         frames.append({"frame": frame, "joints": skeleton.joint_values()})
-        if progress is not None:
-            progress(i + 1, len(targets))
     model.write_back(skeleton)  # the last frame's pose, FK current
     align_quaternion_signs(frames)
-    return BakeResult(records, frames, name, "spec", time.perf_counter() - start, kwargs)
+    return BakeResult(records, frames, ",".join(names), method, time.perf_counter() - start,
+                      kwargs, names)
+
+
+def _solve_spec_frames(
+    model: CompiledKinematics,
+    per_frame: list[list[NDArray[np.float64]]],
+    settings: SolverSettings,
+    warm_start: bool,
+    progress: Progress | None,
+) -> list[tuple[object, Any]]:
+    """SPEC 5.4 on every frame (stacked errors for several effectors): (state, result)."""
+    out = []
+    for i, frame_targets in enumerate(per_frame):
+        if not warm_start:
+            model.reset()
+        target = frame_targets[0] if len(frame_targets) == 1 else frame_targets
+        res = solve_spec(model, target, settings)
+        out.append((model.save(), res))
+        if progress is not None:
+            progress(i + 1, len(per_frame))
+    return out
+
+
+def _as_tracks(
+    skeleton: Skeleton, targets: Sequence[Target] | Sequence[EffectorTrack], effector: str | None
+) -> list[EffectorTrack]:
+    """The effector tracks of a simulate call, checked (DhikError on bad input)."""
+    if targets and isinstance(targets[0], EffectorTrack):
+        tracks = list(targets)  # type: ignore[arg-type]
+        if effector is not None:
+            raise DhikError("name the effectors in their tracks, not with effector=")
+    else:
+        name = effector or skeleton.default_effector()
+        tracks = [EffectorTrack(name, targets)]  # type: ignore[arg-type]
+    seen: set[str] = set()
+    for t in tracks:
+        skeleton.joint(t.name)
+        if t.name in seen:
+            raise DhikError(f"effector {t.name!r} has two target tracks")
+        seen.add(t.name)
+        weights = (t.pos_weight, t.rot_weight)
+        if not all(math.isfinite(w) and w >= 0 for w in weights) or max(weights) == 0:
+            raise DhikError(f"effector {t.name!r}: weights must be >= 0 and not both 0")
+        if not t.targets:
+            raise DhikError(f"effector {t.name!r} has no targets")
+    return tracks
+
+
+def merge_tracks(tracks: Sequence[EffectorTrack]) -> tuple[list[int], list[list[Any]]]:
+    """Frame numbers (the union of the tracks') and each frame's targets, track order.
+
+    A track holds its first target before its first frame and its last after its last.
+    """
+    numbers = sorted({frame for t in tracks for frame, _ in t.targets})
+    per_track = []
+    for t in tracks:
+        by_frame = dict(t.targets)
+        keys = sorted(by_frame)
+        column, k = [], 0
+        for frame in numbers:
+            while k + 1 < len(keys) and keys[k + 1] <= frame:
+                k += 1
+            column.append(by_frame[keys[k]])
+        per_track.append(column)
+    return numbers, [list(row) for row in zip(*per_track, strict=True)]
+
+
+def _effector_errors(
+    model: Kinematics, names: list[str], targets: list[NDArray[np.float64]]
+) -> dict[str, dict[str, float]]:
+    """Each effector's position (m) and orientation (rad) error in the model's state."""
+    out = {}
+    for k, (name, t) in enumerate(zip(names, targets, strict=True)):
+        g = model.effector_transform(k)
+        out[name] = {
+            "position_error": float(np.linalg.norm(t[:3, 3] - g[:3, 3])),
+            "orientation_error": float(np.linalg.norm(matrix_to_rotvec(t[:3, :3] @
+                                                                       g[:3, :3].T))),
+        }
+    return out
 
 
 def summary_line(result: BakeResult) -> str:
@@ -127,5 +254,6 @@ def summary_line(result: BakeResult) -> str:
         f"dhik bake: {n} frames, {result.converged_count}/{n} converged ({verdict}), "
         f"position error max {max(pe):.3g} m median {statistics.median(pe):.3g} m, "
         f"orientation error max {max(oe):.3g} rad median {statistics.median(oe):.3g} rad, "
-        f"effector {result.effector}, method {result.method}, {result.wall_time:.2f} s"
+        f"{'effectors' if len(result.effectors) > 1 else 'effector'} {result.effector}, "
+        f"method {result.method}, {result.wall_time:.2f} s"
     )

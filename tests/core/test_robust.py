@@ -1,0 +1,325 @@
+"""The robust method (issue 5): cold solves, limits, restarts, trajectories, spec untouched.
+
+Poses come from the FK of joint vectors within the limits, so every target is reachable;
+success is re-checked with the joint objects' own FK. Frames: world; metres, radians.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import pytest
+from dhik.bake import simulate, summary_line
+from dhik.fast import CompiledKinematics
+from dhik.formats import load_skeleton, load_targets, parse_skeleton
+from dhik.joints import PrismaticJoint, RevoluteJoint, SphericalJoint
+from dhik.kinematics import ObjectKinematics
+from dhik.robust import RobustOptions, solve_robust, solve_trajectory
+from dhik.rotations import matrix_to_rotvec
+from dhik.skeleton import Skeleton
+from dhik.solver import SolverSettings, pose_error, solve, solve_ik
+from dhik.trajectory import interpolate_keyframes
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+ARM7 = "sample_scenes/arm7/skeleton.json"
+ARM7_NAMES = ["J1", "J2", "J3", "J4", "J5", "J6", "J7"]
+TIGHT = SolverSettings(position_tolerance=1e-5, orientation_tolerance=1e-4)
+
+
+def arm7() -> Skeleton:
+    return Skeleton(load_skeleton(ARM7))
+
+
+def arm7_limits(sk: Skeleton) -> np.ndarray:
+    return np.array([sk.joints[n].limits for n in ARM7_NAMES])  # type: ignore[attr-defined]
+
+
+def pose_of(sk: Skeleton, q: np.ndarray, effector: str = "Tool") -> np.ndarray:
+    """World 4x4 of ``effector`` with the arm's joints at ``q`` (radians)."""
+    sk.set_joint_values({n: {"type": "revolute", "angle": float(a)}
+                         for n, a in zip(ARM7_NAMES, q, strict=True)})
+    return sk.joints[effector].global_transform.copy()
+
+
+def reached(sk: Skeleton, q: np.ndarray, target: np.ndarray) -> bool:
+    """Independent check: FK of ``q`` within 1e-5 m / 1e-4 rad and ``q`` within limits."""
+    lim = arm7_limits(sk)
+    dp, dr = pose_error(_posed(sk, q), target)
+    inside = bool(np.all(q >= lim[:, 0]) and np.all(q <= lim[:, 1]))
+    return float(np.linalg.norm(dp)) < 1e-5 and float(np.linalg.norm(dr)) < 1e-4 and inside
+
+
+def _posed(sk: Skeleton, q: np.ndarray):  # noqa: ANN202
+    pose_of(sk, q)
+    return sk.joints["Tool"]
+
+
+# ------------------------------------------------------------------------ cold solves
+
+
+def test_cold_solves_reach_random_reachable_poses_within_limits() -> None:
+    ref = arm7()
+    lim = arm7_limits(ref)
+    rng = np.random.default_rng(12345)
+    sk = arm7()
+    model = CompiledKinematics(sk, ["Tool"])
+    for q_true in rng.uniform(lim[:, 0], lim[:, 1], size=(40, 7)):
+        target = pose_of(ref, q_true)
+        model.reset()
+        res = solve_robust(model, [target], TIGHT, rng=rng)
+        q = model.increments()
+        assert res.converged and reached(ref, q, target)
+        assert res.position_error < 1e-5 and res.orientation_error < 1e-4
+
+
+def test_solve_method_robust_on_the_joint_objects() -> None:
+    ref, sk = arm7(), arm7()
+    q_true = np.array([0.4, -0.7, 0.3, -2.0, 0.5, 1.6, -0.4])
+    target = pose_of(ref, q_true)
+    res = solve(sk.root, sk.joints["Tool"], target, position_tolerance=1e-6,
+                orientation_tolerance=1e-6, method="robust")
+    assert res.converged
+    dp, dr = pose_error(sk.joints["Tool"], target)  # the joints were left solved, FK current
+    assert np.linalg.norm(dp) < 1e-6 and np.linalg.norm(dr) < 1e-6
+    sk.reset()
+    assert solve_ik(sk.root, sk.joints["Tool"], target, method="robust")
+    with pytest.raises(ValueError, match="unknown IK method"):
+        solve(sk.root, sk.joints["Tool"], target, method="fancy")
+
+
+def test_unreachable_target_ends_best_effort_within_limits() -> None:
+    sk = arm7()
+    model = ObjectKinematics(sk, ["Tool"])
+    far = np.eye(4)
+    far[:3, 3] = [3.0, 0.0, 0.5]  # the arm is about 1.2 m long
+    start_error = np.linalg.norm(pose_error(sk.joints["Tool"], far)[0])
+    res = solve_robust(model, [far], TIGHT, options=RobustOptions(max_restarts=5))
+    assert not res.converged and res.restarts == 5
+    q = model.increments()
+    lim = arm7_limits(sk)
+    assert np.all(np.isfinite(q)) and np.all(q >= lim[:, 0]) and np.all(q <= lim[:, 1])
+    dp, _ = pose_error(sk.joints["Tool"], far)
+    assert np.linalg.norm(dp) == pytest.approx(res.position_error)
+    assert res.position_error < start_error - 0.5  # it reached out toward the target
+
+
+# ------------------------------------------------------------ restarts are reproducible
+
+
+def test_restarts_are_reproducible_with_a_seed() -> None:
+    ref = arm7()
+    targets = [pose_of(ref, q) for q in ([2.5, 1.5, -2.5, -0.3, 2.5, 3.5, 2.0],
+                                         [-2.7, -1.6, 2.6, -2.9, -2.6, 0.1, -2.5])]
+
+    def run(seed: int) -> list[tuple[Any, list[float]]]:
+        model = CompiledKinematics(arm7(), ["Tool"])
+        out = []
+        for target in targets:
+            model.reset()
+            res = solve_robust(model, [target], TIGHT, options=RobustOptions(seed=seed))
+            out.append((res, model.increments().tolist()))
+        return out
+
+    first = run(7)
+    assert first == run(7)  # same seed, same restarts, bit for bit
+    assert any(res.restarts > 0 for res, _ in first)  # the test exercises restarts
+    rng_a, rng_b = np.random.default_rng(3), np.random.default_rng(3)
+    a, b = CompiledKinematics(arm7(), ["Tool"]), CompiledKinematics(arm7(), ["Tool"])
+    assert solve_robust(a, [targets[0]], TIGHT, rng=rng_a) == solve_robust(
+        b, [targets[0]], TIGHT, rng=rng_b)
+    assert a.increments().tolist() == b.increments().tolist()
+
+
+# ---------------------------------------------------------- never outside the limits
+
+
+def random_skeleton(rng: np.random.Generator, n: int) -> dict[str, Any]:
+    """A random chain of ``n`` moving joints (some limits exclude the T-pose)."""
+
+    def limits() -> list[float] | None:
+        if rng.random() < 0.3:
+            return None
+        lo = float(rng.uniform(-2.5, 0.3))
+        return [lo, lo + float(rng.uniform(0.0, 3.0))]
+
+    joints: list[dict[str, Any]] = [{"name": "J0", "type": "fixed", "parent": None}]
+    for i in range(1, n + 1):
+        kind = ["revolute", "prismatic", "spherical"][rng.choice(3, p=[0.5, 0.2, 0.3])]
+        j: dict[str, Any] = {"name": f"J{i}", "type": kind, "parent": f"J{i - 1}",
+                             "offset": [float(v) for v in rng.uniform(-0.5, 0.5, 3)]}
+        if kind == "spherical":
+            j["limits"] = None if rng.random() < 0.3 else [limits() for _ in range(3)]
+        else:
+            j["axis"] = [float(v) for v in rng.normal(size=3)]
+            j["limits"] = limits()
+        joints.append(j)
+    joints.append({"name": "Tip", "type": "fixed", "parent": f"J{n}", "offset": [0, 0, 0.3]})
+    return {"root_name": "J0", "joints": joints}
+
+
+def assert_within_limits(sk: Skeleton) -> None:
+    """Every joint variable within its skeleton.json limits (spherical: the increments
+    folded so far, recorded by the shifted virtual limits, which must still hold 0)."""
+    for d in sk.defn.joints:
+        j = sk.joints[d.name]
+        if isinstance(j, RevoluteJoint | PrismaticJoint) and j.limits is not None:
+            assert j.limits[0] - 1e-12 <= j.q <= j.limits[1] + 1e-12, d.name
+        elif isinstance(j, SphericalJoint):
+            for v in j.virtual_chain:
+                assert v.q == 0.0
+                if v.limits is not None:
+                    assert v.limits[0] <= 1e-12 and v.limits[1] >= -1e-12, v.name
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 2**32 - 1), n=st.integers(1, 5), trajectory=st.booleans())
+def test_robust_never_leaves_the_limits(seed: int, n: int, trajectory: bool) -> None:
+    rng = np.random.default_rng(seed)
+    sk = Skeleton(parse_skeleton(random_skeleton(rng, n)))
+    model = CompiledKinematics(sk, ["Tip"])
+    targets = []
+    for _ in range(3):  # anywhere near the chain: often unreachable
+        t = np.eye(4)
+        t[:3, :3] = _random_rotation(rng)
+        t[:3, 3] = rng.uniform(-1.5, 1.5, 3)
+        targets.append(t)
+    opts = RobustOptions(max_restarts=3, restart_iterations=10, candidates=2,
+                         probe_restarts=2, lookahead=2)
+    fast = SolverSettings(max_iterations=20, position_tolerance=1e-4)
+    if trajectory:
+        frames = solve_trajectory(model, [[t] for t in targets], fast, options=opts)
+        states = [f.state for f in frames]
+    else:
+        states = []
+        for t in targets:
+            solve_robust(model, [t], fast, options=opts)
+            states.append(model.save())
+    for state in states:
+        model.restore(state)
+        model.update()
+        model.write_back(sk)
+        assert_within_limits(sk)
+
+
+def _random_rotation(rng: np.random.Generator) -> np.ndarray:
+    q = rng.normal(size=4)
+    w, x, y, z = q / np.linalg.norm(q)
+    return np.array([[1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)],
+                     [2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)],
+                     [2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)]])
+
+
+# --------------------------------------------------------------- trajectories, no flips
+
+
+def sample_arm7_joint_path() -> np.ndarray:
+    """The joint path whose FK is sample_scenes/arm7/targets.json (make_scenes.py):
+    sinusoids at 50 % of each half-range around mid-range, 1-2 periods, 240 frames."""
+    lim = arm7_limits(arm7())
+    rng = np.random.default_rng(12345)
+    mid, half = lim.mean(axis=1), (lim[:, 1] - lim[:, 0]) / 2
+    periods = rng.uniform(1.0, 2.0, len(lim))
+    phase = rng.uniform(0, 2 * math.pi, len(lim))
+    t = np.arange(240)[:, None] / 240
+    return mid + 0.5 * half * np.sin(2 * math.pi * periods * t + phase)
+
+
+def test_sample_arm7_trajectory_is_tracked_without_flips() -> None:
+    targets = interpolate_keyframes(load_targets("sample_scenes/arm7/targets.json"))
+    path = sample_arm7_joint_path()
+    ref = arm7()
+    for q, (_, target) in list(zip(path, targets, strict=True))[::40]:  # the scene's truth
+        assert reached(ref, q, target)
+    robust = simulate(arm7(), targets, settings=TIGHT, method="robust")
+    spec = simulate(arm7(), targets, settings=TIGHT, method="spec")
+    assert robust.method == "robust" and "method robust" in summary_line(robust)
+    assert robust.converged_count == len(targets) > spec.converged_count
+    got = np.array([[fr["joints"][n]["angle"] for n in ARM7_NAMES] for fr in robust.frames])
+    for q, (_, target) in zip(got, targets, strict=True):
+        assert reached(ref, q, target)  # independent FK, limits included
+    true_step = np.abs(np.diff(path, axis=0)).max()
+    steps = np.abs(np.diff(got[1:], axis=0)).max()  # frame 0 comes cold from the T-pose
+    assert steps <= 2.0 * true_step  # no flips
+
+
+def test_trajectory_cold_start_solves_each_frame_alone() -> None:
+    ref = arm7()
+    per_frame = [[pose_of(ref, q)] for q in sample_arm7_joint_path()[::40]]
+    model = CompiledKinematics(arm7(), ["Tool"])
+    frames = solve_trajectory(model, per_frame, TIGHT, cold_start=True)
+    for sol, targets in zip(frames, per_frame, strict=True):
+        alone = CompiledKinematics(arm7(), ["Tool"])
+        solve_robust(alone, targets, TIGHT)
+        model.restore(sol.state)
+        assert model.increments().tolist() == alone.increments().tolist()
+
+
+def test_trajectory_with_spherical_joints_reaches_every_frame() -> None:
+    arm = {
+        "root_name": "Root",
+        "joints": [
+            {"name": "Root", "type": "fixed", "parent": None},
+            {"name": "Shoulder", "type": "spherical", "offset": [0, 0, 1.0], "parent": "Root",
+             "limits": [[-2.5, 2.5], None, [-2.0, 2.0]]},
+            {"name": "Elbow", "type": "revolute", "offset": [0, 0, 0.5], "parent": "Shoulder",
+             "axis": [1, 0, 0], "limits": [-2.6, 0.0]},
+            {"name": "Wrist", "type": "spherical", "offset": [0, 0, 0.4], "parent": "Elbow"},
+            {"name": "Hand", "type": "fixed", "offset": [0, 0.05, 0.1], "parent": "Wrist"},
+        ],
+    }
+    sk = Skeleton(parse_skeleton(arm))
+    poses = []
+    for f in range(60):
+        a = 2 * math.pi * f / 60
+        sk.set_joint_values({
+            "Shoulder": {"type": "spherical", "quaternion": [math.cos(a / 4), 0.3 * math.sin(a),
+                                                             0.2, 0.1]},
+            "Elbow": {"type": "revolute", "angle": -1.0 - 0.5 * math.sin(a)},
+            "Wrist": {"type": "spherical", "quaternion": [1.0, 0.2 * math.cos(a), 0.1, 0.0]},
+        })
+        poses.append((f, sk.joints["Hand"].global_transform.copy()))
+    result = simulate(Skeleton(parse_skeleton(arm)), poses, settings=TIGHT, method="robust")
+    assert result.converged_count == 60
+    check = Skeleton(parse_skeleton(arm))
+    for fr, (_, target) in zip(result.frames, poses, strict=True):
+        check.set_joint_values(fr["joints"])
+        dp, dr = pose_error(check.joints["Hand"], target)
+        assert np.linalg.norm(dp) < 1e-5 and np.linalg.norm(dr) < 1e-4
+
+
+# --------------------------------------------------------- the spec method is unchanged
+
+
+def test_spec_method_is_the_default_and_unchanged() -> None:
+    ref = arm7()
+    rng = np.random.default_rng(1)
+    for q_true in rng.uniform(arm7_limits(ref)[:, 0], arm7_limits(ref)[:, 1], (5, 7)):
+        target = pose_of(ref, q_true)
+        a, b = arm7(), arm7()
+        ra = solve(a.root, a.joints["Tool"], target)
+        rb = solve(b.root, b.joints["Tool"], target, method="spec")
+        assert ra == rb and type(rb).__name__ == "SolveResult"
+        assert a.joint_values() == b.joint_values()
+        c = arm7()
+        assert solve_ik(c.root, c.joints["Tool"], target) == ra.converged
+    targets = interpolate_keyframes(load_targets("sample_scenes/arm7/targets.json"))[:40]
+    default = simulate(arm7(), targets)
+    spec = simulate(arm7(), targets, method="spec")
+    assert default.method == spec.method == "spec"
+    assert [r.converged for r in default.records] == [r.converged for r in spec.records]
+    assert default.frames == spec.frames
+
+
+def test_result_errors_are_the_models() -> None:
+    ref = arm7()
+    target = pose_of(ref, np.array([0.1, 0.2, 0.3, -1.0, 0.2, 1.0, 0.0]))
+    model = CompiledKinematics(arm7(), ["Tool"])
+    res = solve_robust(model, [target], TIGHT)
+    g = model.effector_transform(0)
+    assert res.position_error == pytest.approx(np.linalg.norm(target[:3, 3] - g[:3, 3]))
+    assert res.orientation_error == pytest.approx(
+        np.linalg.norm(matrix_to_rotvec(target[:3, :3] @ g[:3, :3].T)))
+    assert res.effector_errors == [(res.position_error, res.orientation_error)]
