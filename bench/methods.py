@@ -44,6 +44,17 @@ class Method:
     def values(self) -> dict[str, Any]:
         raise NotImplementedError
 
+    # A method that solves a whole trajectory in one call (B) overrides these two:
+    whole_trajectory = False
+
+    def trajectory(self, targets: list[np.ndarray]) -> Any:
+        """Timed: solve every frame of B in one call (from the T-pose)."""
+        raise NotImplementedError
+
+    def trajectory_answers(self, solved: Any) -> tuple[list[dict[str, Any]], list[int]]:
+        """Untimed: each frame's joint values and iteration count."""
+        raise NotImplementedError
+
 
 # ------------------------------------------------------------------------------ dhik
 
@@ -142,12 +153,15 @@ class DhikPredict(DhikCompiled):
 
 
 class DhikRobust(DhikCompiled):
-    """``robust.solve_robust`` on ``CompiledKinematics`` (warm: pulled toward the
-    previous frame's pose)."""
+    """The robust method: A, ``robust.solve_robust`` from the T-pose; B, the bake's own
+    ``robust.solve_trajectory`` over all frames in one call (it may revisit lost frames),
+    so B's times are the per-frame average of that call."""
+
+    whole_trajectory = True
 
     def available(self) -> str | None:
         try:
-            from dhik.robust import solve_robust  # noqa: F401
+            from dhik.robust import solve_robust, solve_trajectory  # noqa: F401
         except ImportError as exc:
             return f"core/robust.py not importable: {exc}"
         return None
@@ -155,8 +169,21 @@ class DhikRobust(DhikCompiled):
     def solve(self, target: np.ndarray, warm: bool) -> int | None:
         from dhik.robust import solve_robust
 
-        previous = self.model.save() if warm else None
-        return solve_robust(self.model, [target], self.s, previous=previous).iterations
+        return solve_robust(self.model, [target], self.s).iterations
+
+    def trajectory(self, targets: list[np.ndarray]) -> Any:
+        from dhik.robust import solve_trajectory
+
+        return solve_trajectory(self.model, [[t] for t in targets], self.s)
+
+    def trajectory_answers(self, solved: Any) -> tuple[list[dict[str, Any]], list[int]]:
+        values, iterations = [], []
+        for frame in solved:
+            self.model.restore(frame.state)
+            self.model.update()
+            values.append(self.values())
+            iterations.append(frame.result.iterations)
+        return values, iterations
 
 
 # ------------------------------------------------------------------------------ peers

@@ -37,6 +37,7 @@ from scenes import Scene, load_scenes  # noqa: E402
 SPEC_TOL = (1e-3, 1e-1)  # m, rad
 TIGHT_TOL = (1e-5, 1e-4)
 SEED_A, SEED_B = 12345, 2
+BAKE_METHODS = ("spec", "robust")  # workload C rows: one per `dhik bake --method`
 
 
 def check(scene: Scene, values: dict[str, Any], target: np.ndarray) -> dict[str, Any]:
@@ -64,6 +65,19 @@ def run_workload(method: Method, scene: Scene, targets: list[np.ndarray], warm: 
     checks: list[dict[str, Any]] = []
     iters: list[int] = []
     first: list[float] = []
+    if warm and method.whole_trajectory:  # one call for all frames: per-frame average
+        for run in range(repeats):
+            method.start()
+            t0 = time.perf_counter()
+            solved = method.trajectory(targets)
+            per_frame = (time.perf_counter() - t0) / len(targets)
+            medians.append(per_frame * 1e6)
+            means.append(per_frame * 1e6)
+            if run == 0:
+                values, iters = method.trajectory_answers(solved)
+                checks = [check(scene, v, t) for v, t in zip(values, targets, strict=True)]
+                first = [per_frame] * len(targets)
+        repeats = 0
     for run in range(repeats):
         times = []
         method.start()
@@ -114,17 +128,29 @@ def write_scene_files(scene: Scene, targets: list[np.ndarray], folder: Path) -> 
     return skel, tpath
 
 
-def run_bake(scene: Scene, targets: list[np.ndarray]) -> dict[str, Any]:
-    """Workload C: ``dhik bake`` through the CLI in-process; frames/s and refk checks."""
+def run_bake(scene: Scene, targets: list[np.ndarray], method: str = "spec") -> dict[str, Any]:
+    """Workload C: ``dhik bake --method METHOD`` through the CLI in-process (its summary
+    line goes to stdout); frames/s and refk checks of animation.json."""
+    import contextlib
+    import io
+
     from dhik.cli import main
 
     with tempfile.TemporaryDirectory() as tmp:
         skel, tpath = write_scene_files(scene, targets, Path(tmp))
         out = Path(tmp) / "animation.json"
+        argv = ["bake", str(skel), str(tpath), "-o", str(out), "--effector", scene.effector]
+        err = io.StringIO()
         t0 = time.perf_counter()
-        status = main(["bake", str(skel), str(tpath), "-o", str(out),
-                       "--effector", scene.effector])
+        with contextlib.redirect_stderr(err):
+            status = main([*argv, "--method", method])
+            if status != 0 and method == "spec" and "--method" in err.getvalue():
+                t0 = time.perf_counter()  # a CLI without --method: its bake is the spec's
+                status = main(argv)
         wall = time.perf_counter() - t0
+        if status != 0 or not out.exists():
+            return {"unavailable": f"dhik bake --method {method}: exit {status}: "
+                    + err.getvalue().strip()[-200:]}
         frames = json.loads(out.read_text())["frames"] if out.exists() else []
     checks = []
     for fr, target in zip(frames, targets, strict=False):
@@ -222,16 +248,14 @@ def markdown(result: dict[str, Any]) -> str:
             f"{fmt(r.get('median_iterations'), '')} | "
             f"{fmt(r.get('frames_per_s'), 'us')} | {fmt(r.get('median_pos_err'), 'err')} | "
             f"{fmt(r.get('median_rot_err'), 'err')} |")
-    lin = result.get("linearity")
-    if lin:
+    for lin in result.get("linearity") or []:
         lines.append("")
-        lines.append(f"Bake cost linear in frames ({lin['scene']}, a {lin['frames_small']}-frame "
-                     f"loop baked once and {lin['frames_large'] // lin['frames_small']} times "
-                     f"over): {lin['frames_small']} frames {lin['s_small']:.2f} s, "
-                     f"{lin['frames_large']} frames "
-                     f"{lin['s_large']:.2f} s; time ratio {lin['ratio']:.2f} for a frame "
-                     f"ratio {lin['frames_large'] / lin['frames_small']:.0f} "
-                     f"(per-frame cost ratio {lin['per_frame_ratio']:.2f}).")
+        lines.append(f"Bake cost linear in frames (`dhik bake --method {lin['method']}`, "
+                     f"{lin['scene']}, a {lin['frames_small']}-frame loop baked once and "
+                     f"{lin['frames_large'] // lin['frames_small']} times over): "
+                     f"{lin['frames_small']} frames {lin['s_small']:.2f} s, "
+                     f"{lin['frames_large']} frames {lin['s_large']:.2f} s; time ratio "
+                     f"{lin['ratio']:.2f} (per-frame cost ratio {lin['per_frame_ratio']:.2f}).")
     lines.append("")
     lines.append("Versions: " + ", ".join(f"{k} {v}" for k, v in result["versions"].items()))
     return "\n".join(lines) + "\n"
@@ -283,31 +307,36 @@ def main(argv: list[str] | None = None) -> int:
                       f"{wl}: {100 * res['success_spec']:.1f}% / {100 * res['success_tight']:.1f}%"
                       f" median {res['median_us']:.0f} us ({time.perf_counter() - t0:.0f} s)",
                       flush=True)
-        bake = run_bake(scene, b)
-        bake.update(scene=scene.name, method="dhik bake (CLI, SPEC tolerances)", workload="C",
-                    median_iterations=None)
-        rows.append(bake)
-        print(f"[{time.perf_counter() - started:6.0f} s] {scene.name} bake C: "
-              f"{bake['frames_per_s']:.0f} frames/s", flush=True)
+        for bake_method in BAKE_METHODS:
+            bake = run_bake(scene, b, bake_method)
+            bake.update(scene=scene.name, method=f"dhik bake --method {bake_method} (CLI, "
+                        "default tolerances)", workload="C", median_iterations=None)
+            rows.append(bake)
+            print(f"[{time.perf_counter() - started:6.0f} s] {scene.name} bake {bake_method} C: "
+                  f"{bake.get('frames_per_s', 0):.0f} frames/s", flush=True)
         if scene.name == "arm7" and not args.no_blender:
             for r in run_blender(scene, a, b, args.bpy_python, args.blender_poses):
                 r.setdefault("scene", scene.name)
                 rows.append(r)
             print(f"[{time.perf_counter() - started:6.0f} s] blender done", flush=True)
 
-    linearity = None
+    linearity = []
     arm = next((s for s in scenes if s.name == "arm7"), None)
     if arm is not None:
         # the same 1,000-frame loop baked once and five times over (5,000 frames)
         block = args.frames // 2
         long = arm.trajectory(5 * block, SEED_B, block=block)
-        small = run_bake(arm, long[:block])
-        large = run_bake(arm, long)
-        linearity = {"scene": "arm7", "frames_small": small["n"], "s_small": small["wall_s"],
-                     "frames_large": large["n"], "s_large": large["wall_s"],
-                     "ratio": large["wall_s"] / small["wall_s"],
-                     "per_frame_ratio": (large["wall_s"] / large["n"])
-                     / (small["wall_s"] / small["n"])}
+        for bake_method in BAKE_METHODS:
+            small = run_bake(arm, long[:block], bake_method)
+            large = run_bake(arm, long, bake_method)
+            if "unavailable" in small or "unavailable" in large:
+                continue
+            linearity.append({
+                "method": bake_method, "scene": "arm7", "frames_small": small["n"],
+                "s_small": small["wall_s"], "frames_large": large["n"],
+                "s_large": large["wall_s"], "ratio": large["wall_s"] / small["wall_s"],
+                "per_frame_ratio": (large["wall_s"] / large["n"])
+                / (small["wall_s"] / small["n"])})
     result = {"rows": rows, "linearity": linearity, "versions": versions(),
               "settings": {"poses": args.poses, "frames": args.frames,
                            "repeats": args.repeats, "seed_A": SEED_A, "seed_B": SEED_B,
