@@ -232,11 +232,10 @@ def _effector_errors(
     out = {}
     for k, (name, t) in enumerate(zip(names, targets, strict=True)):
         g = model.effector_transform(k)
-        out[name] = {
-            "position_error": float(np.linalg.norm(t[:3, 3] - g[:3, 3])),
-            "orientation_error": float(np.linalg.norm(matrix_to_rotvec(t[:3, :3] @
-                                                                       g[:3, :3].T))),
-        }
+        dp = t[:3, 3] - g[:3, 3]
+        dr = matrix_to_rotvec(t[:3, :3] @ g[:3, :3].T)
+        out[name] = {"position_error": math.sqrt(float(dp @ dp)),
+                     "orientation_error": math.sqrt(float(dr @ dr))}
     return out
 
 

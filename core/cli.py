@@ -9,12 +9,13 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import re
 import sys
 from collections.abc import Sequence
 from typing import Any, NoReturn
 
 from . import __version__
-from .bake import BakeResult, simulate, summary_line
+from .bake import METHODS, BakeResult, EffectorTrack, simulate, summary_line
 from .errors import DhikError
 from .formats import (
     atomic_write_json,
@@ -60,11 +61,25 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"dhik {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
-    bake = sub.add_parser("bake", help="solve every target frame and write animation.json")
+    bake = sub.add_parser(
+        "bake", help="solve every target frame and write animation.json",
+        usage="dhik bake SKELETON (TARGETS | --target EFFECTOR=TARGETS.json[:POS,ROT] ...) "
+              "-o OUTPUT [options]")
     bake.add_argument("skeleton", help="skeleton.json")
-    bake.add_argument("targets", help="targets.json (keyframes of the effector)")
+    bake.add_argument("targets", nargs="?",
+                      help="targets.json (keyframes of the effector); omit with --target")
     bake.add_argument("-o", "--output", required=True, help="animation.json to write")
     bake.add_argument("--effector", help="effector joint (default: the single leaf)")
+    bake.add_argument("--target", action="append", type=_track_spec, default=[],
+                      metavar="EFFECTOR=TARGETS.json[:POS,ROT]",
+                      help="an effector's keyframes and its position / orientation weights "
+                           "(default 1,1; 0 ignores that part); repeat for several effectors")
+    bake.add_argument("--method", choices=METHODS, default="robust",
+                      help="robust (default: adaptive damping, limit-aware steps, null-space "
+                           "pull, restarts) or spec (SPEC 5.4's algorithm unchanged)")
+    bake.add_argument("--cold-start", action="store_true",
+                      help="solve every frame from the T-pose (default: from the previous "
+                           "frame)")
     d = SolverSettings()
     bake.add_argument("--max-iterations", type=_positive(int, 1, True), default=d.max_iterations)
     bake.add_argument("--position-tolerance", type=_positive(float, 0, False),
@@ -84,6 +99,47 @@ def build_parser() -> argparse.ArgumentParser:
     val = sub.add_parser("validate", help="check skeleton/targets/animation files")
     val.add_argument("files", nargs="+")
     return parser
+
+
+_WEIGHTS = re.compile(r"^(?P<path>.+):(?P<pos>[^:,]+),(?P<rot>[^:,]+)$")
+
+
+def _track_spec(text: str) -> tuple[str, str, float, float]:
+    """``EFFECTOR=targets.json[:pos_weight,rot_weight]`` -> (effector, path, pos, rot)."""
+    name, sep, rest = text.partition("=")
+    if not sep or not name or not rest:
+        raise argparse.ArgumentTypeError(f"expected EFFECTOR=targets.json[:POS,ROT], got {text!r}")
+    path, weights = rest, (1.0, 1.0)
+    match = _WEIGHTS.match(rest)
+    if match:
+        try:
+            weights = (float(match["pos"]), float(match["rot"]))
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"weights must be numbers: {text!r}") from None
+        path = match["path"]
+        if not all(math.isfinite(w) and w >= 0 for w in weights) or max(weights) == 0:
+            raise argparse.ArgumentTypeError(
+                f"weights must be >= 0 and not both 0: {text!r}")
+    return name, path, weights[0], weights[1]
+
+
+def _bake_tracks(args: argparse.Namespace, skeleton: Skeleton) -> list[EffectorTrack]:
+    """The effector tracks of ``dhik bake``: TARGETS (one effector) or the --target list."""
+    if args.target and args.targets is not None:
+        raise DhikError("give TARGETS or --target EFFECTOR=targets.json, not both")
+    if args.target and args.effector is not None:
+        raise DhikError("--effector goes with TARGETS; with --target name it as EFFECTOR=...")
+    if not args.target:
+        if args.targets is None:
+            raise DhikError("bake needs TARGETS or at least one --target EFFECTOR=targets.json")
+        effector = args.effector or skeleton.default_effector()
+        skeleton.joint(effector)
+        return [EffectorTrack(effector, interpolate_keyframes(load_targets(args.targets)))]
+    tracks = []
+    for name, path, pos, rot in args.target:
+        skeleton.joint(name)
+        tracks.append(EffectorTrack(name, interpolate_keyframes(load_targets(path)), pos, rot))
+    return tracks
 
 
 class _ProgressBar:
@@ -109,9 +165,7 @@ class _ProgressBar:
 
 def cmd_bake(args: argparse.Namespace) -> int:
     skeleton = Skeleton(load_skeleton(args.skeleton))
-    keyframes = load_targets(args.targets)
-    effector = args.effector or skeleton.default_effector()
-    skeleton.joint(effector)
+    tracks = _bake_tracks(args, skeleton)
     settings = SolverSettings(
         max_iterations=args.max_iterations,
         position_tolerance=args.position_tolerance,
@@ -120,7 +174,8 @@ def cmd_bake(args: argparse.Namespace) -> int:
         enable_line_search=not args.no_line_search,
     )
     result: BakeResult = simulate(
-        skeleton, interpolate_keyframes(keyframes), effector, settings, progress=_ProgressBar()
+        skeleton, tracks, None, settings, not args.cold_start, _ProgressBar(),
+        method=args.method,
     )
     save_animation(result.frames, args.output)
     if args.report:
