@@ -4,7 +4,7 @@ VENV := .venv
 BPYVENV := .venv-bpy
 SCENE ?= arm7
 
-.PHONY: test test-core test-addon lint demo bench zip clean
+.PHONY: test test-core test-addon lint demo bench zip clean typecheck
 
 $(VENV)/.ok: pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -29,8 +29,25 @@ test-core: $(VENV)/.ok
 test-addon: $(BPYVENV)/.ok
 	$(BPYVENV)/bin/python -m pytest tests/addon tests/core
 
+# Static types of the add-on: mypy with fake-bpy-module's stubs of Blender 5.0. The stubs
+# ship a package named bpy, so they get a venv of their own (never beside the real bpy).
+# mypy must see dhik_addon as a sub-package of the extension (it imports ..core), so it
+# runs from .venv-types/src, where dhik_ext is a symlink to the repository root.
+TYPESVENV := .venv-types
+$(TYPESVENV)/.ok:
+	$(PY) -m venv $(TYPESVENV)
+	echo '*' > $(TYPESVENV)/.gitignore
+	$(TYPESVENV)/bin/pip install -q --upgrade pip
+	$(TYPESVENV)/bin/pip install -q fake-bpy-module-5-0 mypy numpy
+	mkdir -p $(TYPESVENV)/src
+	ln -sfn $(CURDIR) $(TYPESVENV)/src/dhik_ext
+	touch $@
+
+typecheck: $(TYPESVENV)/.ok
+	cd $(TYPESVENV)/src && ../bin/mypy --config-file $(CURDIR)/mypy.ini -p dhik_ext.dhik_addon
+
 # The test command of the README: lint, core tests (numpy 2), add-on tests in real Blender (numpy 1.26).
-test: lint test-core test-addon
+test: lint test-core test-addon typecheck
 
 # The main job: a headless Blender bake of a sample scene with the real add-on.
 demo: $(BPYVENV)/.ok

@@ -33,16 +33,21 @@ CLASSES = (
 
 
 def register() -> None:
+    """Register the classes, ``Scene.dhik`` and the File menu entries."""
     for cls in CLASSES:
         bpy.utils.register_class(cls)
-    bpy.types.Scene.dhik = bpy.props.PointerProperty(type=DHIK_PG_settings)
+    # The stubs neither know Scene.dhik nor that bpy.props functions return a definition.
+    bpy.types.Scene.dhik = bpy.props.PointerProperty(  # type: ignore[attr-defined, func-returns-value]
+        type=DHIK_PG_settings
+    )
     bpy.types.TOPBAR_MT_file_import.append(menu_import)
     bpy.types.TOPBAR_MT_file_export.append(menu_export)
 
 
 def unregister() -> None:
+    """Undo :func:`register`."""
     bpy.types.TOPBAR_MT_file_export.remove(menu_export)
     bpy.types.TOPBAR_MT_file_import.remove(menu_import)
-    del bpy.types.Scene.dhik
+    del bpy.types.Scene.dhik  # type: ignore[attr-defined]
     for cls in reversed(CLASSES):
         bpy.utils.unregister_class(cls)

@@ -11,6 +11,7 @@ import numpy as np
 from ..core.bake import align_quaternion_signs
 from ..core.errors import DhikError
 from ..core.skeleton import Skeleton
+from .access import pose_of, scene_of
 from .armature_read import joint_maps, read_skeleton
 
 
@@ -37,7 +38,8 @@ def read_animation(
     defn = read_skeleton(ob)
     maps = joint_maps(ob, defn)
     skeleton = Skeleton(defn)
-    scene = context.scene
+    scene = scene_of(context)
+    bones = pose_of(ob).bones
     current = scene.frame_current
     out: list[dict[str, Any]] = []
     try:
@@ -47,7 +49,7 @@ def read_animation(
             for name, jm in maps.items():
                 if jm.channel is None:
                     continue
-                pb = ob.pose.bones[name]
+                pb = bones[name]
                 values[name] = jm.entry(_channel_quaternion(pb), np.array(pb.location))
             skeleton.set_joint_values(values)
             out.append({"frame": int(f), "joints": skeleton.joint_values()})

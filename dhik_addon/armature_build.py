@@ -9,12 +9,14 @@ are set from the joint's degrees of freedom.
 from __future__ import annotations
 
 import math
+from typing import cast
 
 import bpy
 import numpy as np
 
 from ..core.errors import DhikError
-from ..core.formats import JointDef, SkeletonDef
+from ..core.formats import JointDef, Range, SkeletonDef, SphericalLimits
+from .access import collection_of, pose_of, view_layer_of
 from .joint_map import Vec
 from .layout import bone_layout, rest_frames
 
@@ -41,6 +43,18 @@ def check_bone_names(defn: SkeletonDef, source: str) -> None:
             )
 
 
+def range_limits(joint: JointDef) -> Range | None:
+    """``(min, max)`` of a revolute or prismatic joint (radians or metres), or None."""
+    assert joint.type in ("revolute", "prismatic"), joint.type
+    return cast("Range | None", joint.limits)
+
+
+def spherical_limits(joint: JointDef) -> SphericalLimits | None:
+    """Per XYZ Euler angle ``(min, max)`` or None of a spherical joint (radians), or None."""
+    assert joint.type == "spherical", joint.type
+    return cast("SphericalLimits | None", joint.limits)
+
+
 def store_joint(bone: bpy.types.Bone, joint: JointDef, index: int) -> None:
     """Write ``joint``'s fields as custom properties of ``bone`` (float64, exact)."""
     bone[PROP_TYPE] = joint.type
@@ -48,10 +62,12 @@ def store_joint(bone: bpy.types.Bone, joint: JointDef, index: int) -> None:
     bone[PROP_INDEX] = index
     if joint.axis is not None and joint.type in ("revolute", "prismatic"):
         bone[PROP_AXIS] = [float(v) for v in joint.axis]
-    if joint.type in ("revolute", "prismatic") and joint.limits is not None:
-        bone[PROP_LIMITS] = [float(v) for v in joint.limits]  # type: ignore[union-attr]
-    if joint.type == "spherical" and joint.limits is not None:
-        for key, lim in zip(PROP_LIMITS_XYZ, joint.limits, strict=True):  # type: ignore[arg-type]
+    if joint.type in ("revolute", "prismatic"):
+        lim_range = range_limits(joint)
+        if lim_range is not None:
+            bone[PROP_LIMITS] = [float(v) for v in lim_range]
+    if joint.type == "spherical":
+        for key, lim in zip(PROP_LIMITS_XYZ, spherical_limits(joint) or (None,) * 3, strict=True):
             if lim is not None:
                 bone[key] = [float(v) for v in lim]
     if joint.type == "fixed" and joint.quaternion is not None:
@@ -92,19 +108,21 @@ def set_ik_settings(pb: bpy.types.PoseBone, joint: JointDef, to_bone: Vec) -> No
         if joint.type == "revolute":
             if hit is not None:
                 free[hit[0]] = True
-                if joint.limits is not None:
-                    _set_ik_limit(pb, hit[0], hit[1], joint.limits)  # type: ignore[arg-type]
+                lim_range = range_limits(joint)
+                if lim_range is not None:
+                    _set_ik_limit(pb, hit[0], hit[1], lim_range)
             else:
                 free = [bool(abs(c) > 1e-6) for c in v]
         elif hit is not None:
             slide = hit[0]
     elif joint.type == "spherical":
         free = [True, True, True]
+        lims = spherical_limits(joint) or (None, None, None)
         for k in range(3):
             hit = aligned_axis(to_bone[k, :])  # bone axis k in joint-frame components
-            lims = joint.limits
-            if hit is not None and lims is not None and lims[hit[0]] is not None:  # type: ignore[index]
-                _set_ik_limit(pb, k, hit[1], lims[hit[0]])  # type: ignore[index, arg-type]
+            lim = lims[hit[0]] if hit is not None else None
+            if hit is not None and lim is not None:
+                _set_ik_limit(pb, k, hit[1], lim)
     for k, a in enumerate(AXES):
         setattr(pb, f"lock_ik_{a}", not free[k])
     pb.lock_rotation = [not f for f in free]
@@ -128,10 +146,11 @@ def create_armature(
     arm = bpy.data.armatures.new(name)
     ob = bpy.data.objects.new(name, arm)
     try:
-        context.collection.objects.link(ob)
-        for other in context.view_layer.objects:
+        collection_of(context).objects.link(ob)
+        layer = view_layer_of(context)
+        for other in layer.objects:
             other.select_set(False)
-        context.view_layer.objects.active = ob
+        layer.objects.active = ob
         ob.select_set(True)
         bpy.ops.object.mode_set(mode="EDIT")
         try:
@@ -149,7 +168,8 @@ def create_armature(
             bone = arm.bones[joint.name]
             store_joint(bone, joint, index)
             b = np.array(bone.matrix_local.to_3x3(), dtype=float)
-            set_ik_settings(ob.pose.bones[joint.name], joint, b.T @ frames[joint.name].rotation)
+            set_ik_settings(pose_of(ob).bones[joint.name], joint,
+                            b.T @ frames[joint.name].rotation)
     except Exception:
         bpy.data.objects.remove(ob)
         bpy.data.armatures.remove(arm)

@@ -23,6 +23,7 @@ import numpy as np
 from ..core.errors import DhikError
 from ..core.formats import SkeletonDef, parse_skeleton
 from ..core.rotations import quat_to_matrix
+from .access import armature_data, pose_of
 from .armature_build import (
     AXES,
     PROP_AXIS,
@@ -40,9 +41,14 @@ from .layout import rest_frames
 REST_TOLERANCE = 1e-4  # m: bone heads may differ this much from the joints' rest positions
 
 
+def _has(bone: bpy.types.Bone, key: str) -> bool:
+    """Whether ``bone`` has the custom property ``key``."""
+    return key in bone.keys()
+
+
 def _index_key(bone: bpy.types.Bone) -> tuple[int, int]:
     """Stored joint order first; bones without dhik data after them."""
-    return (0, int(bone[PROP_INDEX])) if PROP_INDEX in bone else (1, 0)
+    return (0, int(bone[PROP_INDEX])) if _has(bone, PROP_INDEX) else (1, 0)
 
 
 def _hierarchy(arm: bpy.types.Armature) -> list[bpy.types.Bone]:
@@ -68,15 +74,15 @@ def _stored_joint(bone: bpy.types.Bone) -> dict[str, Any]:
     joint: dict[str, Any] = {"name": bone.name, "type": str(bone[PROP_TYPE])}
     joint["offset"] = [float(v) for v in bone.get(PROP_OFFSET, (0.0, 0.0, 0.0))]
     joint["parent"] = bone.parent.name if bone.parent else None
-    if PROP_AXIS in bone:
+    if _has(bone, PROP_AXIS):
         joint["axis"] = [float(v) for v in bone[PROP_AXIS]]
-    if PROP_LIMITS in bone:
+    if _has(bone, PROP_LIMITS):
         joint["limits"] = [float(v) for v in bone[PROP_LIMITS]]
-    if joint["type"] == "spherical" and any(k in bone for k in PROP_LIMITS_XYZ):
+    if joint["type"] == "spherical" and any(_has(bone, k) for k in PROP_LIMITS_XYZ):
         joint["limits"] = [
-            [float(v) for v in bone[k]] if k in bone else None for k in PROP_LIMITS_XYZ
+            [float(v) for v in bone[k]] if _has(bone, k) else None for k in PROP_LIMITS_XYZ
         ]
-    if PROP_QUATERNION in bone:
+    if _has(bone, PROP_QUATERNION):
         joint["quaternion"] = [float(v) for v in bone[PROP_QUATERNION]]
     return joint
 
@@ -116,7 +122,8 @@ def _inferred_joint(bone: bpy.types.Bone, pb: bpy.types.PoseBone, rest: np.ndarr
 
 def skeleton_dict(ob: bpy.types.Object) -> dict[str, Any]:
     """skeleton.json object of armature ``ob`` (stored dhik data, else inferred)."""
-    arm = ob.data
+    arm = armature_data(ob)
+    bones = pose_of(ob).bones
     roots = [b.name for b in arm.bones if b.parent is None]
     if len(roots) != 1:
         names = ", ".join(roots)
@@ -126,10 +133,10 @@ def skeleton_dict(ob: bpy.types.Object) -> dict[str, Any]:
     rest: dict[str, np.ndarray] = {}
     for position, bone in enumerate(_hierarchy(arm)):
         parent_rest = rest[bone.parent.name] if bone.parent else np.eye(3)
-        if PROP_TYPE in bone:
+        if _has(bone, PROP_TYPE):
             joint = _stored_joint(bone)
         else:
-            joint = _inferred_joint(bone, ob.pose.bones[bone.name], parent_rest)
+            joint = _inferred_joint(bone, bones[bone.name], parent_rest)
         q = joint.get("quaternion")
         if joint["type"] == "fixed" and q is not None:
             rest[bone.name] = parent_rest @ quat_to_matrix(q)
@@ -148,8 +155,9 @@ def joint_maps(ob: bpy.types.Object, defn: SkeletonDef) -> dict[str, JointMap]:
     """Joint -> bone channel maps, checking that bone heads sit on the joints' rest positions."""
     frames = rest_frames(defn)
     maps: dict[str, JointMap] = {}
+    arm = armature_data(ob)
     for j in defn.joints:
-        bone = ob.data.bones[j.name]
+        bone = arm.bones[j.name]
         head = np.array(bone.head_local, dtype=float)
         gap = float(np.linalg.norm(head - frames[j.name].position))
         if gap > REST_TOLERANCE:

@@ -21,9 +21,10 @@ from ..core.formats import save_animation
 from ..core.skeleton import Skeleton
 from ..core.solver import SolverSettings
 from . import keying
+from .access import pose_of, scene_of
 from .armature_read import joint_maps, read_skeleton
 from .joint_map import JointMap, align_signs
-from .props import DHIK_PG_settings
+from .props import DHIK_PG_settings, settings
 from .targets import armature_space_targets
 
 MARKER_NAME = "dhik: not converged"
@@ -49,7 +50,7 @@ class BakeJob:
     @classmethod
     def prepare(cls, context: bpy.types.Context) -> BakeJob:
         """Validate the scene and read the targets; DhikError on anything unusable."""
-        s: DHIK_PG_settings = context.scene.dhik
+        s = settings(context)
         ob, target = s.armature, s.target
         if ob is None or ob.type != "ARMATURE":
             raise DhikError.at("DHIK", "armature", "choose an armature to bake")
@@ -57,7 +58,7 @@ class BakeJob:
             raise DhikError.at("DHIK", "target", "choose a target object")
         if target is ob:
             raise DhikError.at("DHIK", "target", "the target cannot be the armature itself")
-        start, end = s.frame_range(context.scene)
+        start, end = s.frame_range(scene_of(context))
         if start < 0 or end < start:
             raise DhikError.at("DHIK", "frame range", f"{start}..{end} is not a range of "
                                "frames >= 0")
@@ -85,13 +86,13 @@ class BakeJob:
         if self.animation_path:
             save_animation(result.frames, self.animation_path)
         key_pose(self.armature, self.maps, result.frames)
-        scene = context.scene
+        scene = scene_of(context)
         for m in [m for m in scene.timeline_markers if m.name == MARKER_NAME]:
             scene.timeline_markers.remove(m)
         for r in result.records:
             if not r.converged:
                 scene.timeline_markers.new(MARKER_NAME, frame=r.frame)
-        s: DHIK_PG_settings = scene.dhik
+        s: DHIK_PG_settings = settings(context)
         s.has_result = True
         s.result_frames = len(result.records)
         s.result_converged = result.converged_count
@@ -112,14 +113,15 @@ def key_pose(ob: bpy.types.Object, maps: dict[str, JointMap], frames: list[dict]
     previous = ob.animation_data.action if ob.animation_data else None
     if previous is not None and not previous.get(BAKE_TAG):
         previous.use_fake_user = True
-    for pb in ob.pose.bones:
+    bones = pose_of(ob).bones
+    for pb in bones:
         pb.location = (0.0, 0.0, 0.0)
         pb.rotation_quaternion = (1.0, 0.0, 0.0, 0.0)
         pb.rotation_euler = (0.0, 0.0, 0.0)
         pb.rotation_axis_angle = (0.0, 0.0, 1.0, 0.0)
         pb.scale = (1.0, 1.0, 1.0)
-    cb = keying.new_action(ob, f"{ob.name}_dhik_bake")
-    ob.animation_data.action[BAKE_TAG] = True
+    action, cb = keying.new_action(ob, f"{ob.name}_dhik_bake")
+    action[BAKE_TAG] = True
     numbers = [fr["frame"] for fr in frames]
     for name, jm in maps.items():
         if jm.channel is None:
@@ -127,8 +129,8 @@ def key_pose(ob: bpy.types.Object, maps: dict[str, JointMap], frames: list[dict]
         values = np.array([jm.channel_value(fr["joints"][name]) for fr in frames])
         if jm.channel == "rotation_quaternion":
             values = align_signs(values)
-            ob.pose.bones[name].rotation_mode = "QUATERNION"
-        path = ob.pose.bones[name].path_from_id(jm.channel)
+            bones[name].rotation_mode = "QUATERNION"
+        path = bones[name].path_from_id(jm.channel)
         keying.write_vector(cb, path, numbers, values, name)
 
 

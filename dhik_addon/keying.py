@@ -1,7 +1,9 @@
 """Bulk F-curve keying into a new slotted action (Blender 4.4+), LINEAR interpolation.
 
 Keys are written with ``keyframe_points.add`` + ``foreach_set`` (one call per curve),
-not ``keyframe_insert`` per key.
+not ``keyframe_insert`` per key. Channelbags are reached through the layered-action API
+(``Action.layers[0].strips[0].channelbag(slot)``), which 4.4, 4.5 and 5.0 share; the
+``bpy_extras.anim_utils`` helpers differ between them and ``Action.fcurves`` is gone in 5.0.
 """
 
 from __future__ import annotations
@@ -10,19 +12,53 @@ from collections.abc import Sequence
 
 import bpy
 import numpy as np
-from bpy_extras import anim_utils
-
-LINEAR = bpy.types.Keyframe.bl_rna.properties["interpolation"].enum_items["LINEAR"].value
+from numpy.typing import ArrayLike
 
 
-def new_action(ob: bpy.types.Object, name: str) -> bpy.types.ActionChannelbag:
-    """Assign a new action with one slot for ``ob``; return the slot's channelbag."""
+def _enum_value(struct: type[bpy.types.bpy_struct], prop: str, item: str) -> int:
+    """The integer value ``foreach_set`` takes for enum ``item`` of ``struct.prop``."""
+    rna = struct.bl_rna.properties[prop]
+    assert isinstance(rna, bpy.types.EnumProperty)
+    return rna.enum_items[item].value
+
+
+LINEAR = _enum_value(bpy.types.Keyframe, "interpolation", "LINEAR")
+
+
+def ensure_channelbag(
+    action: bpy.types.Action, slot: bpy.types.ActionSlot
+) -> bpy.types.ActionChannelbag:
+    """``slot``'s channelbag on the first keyframe strip of the first layer (made if missing)."""
+    layer = action.layers[0] if action.layers else action.layers.new("Layer")
+    strip = layer.strips[0] if layer.strips else layer.strips.new(type="KEYFRAME")
+    assert isinstance(strip, bpy.types.ActionKeyframeStrip)
+    return strip.channelbag(slot, ensure=True)
+
+
+def assigned_channelbag(ob: bpy.types.Object) -> bpy.types.ActionChannelbag | None:
+    """The channelbag of ``ob``'s assigned action and slot, or None (no action, slot or keys)."""
+    ad = ob.animation_data
+    if ad is None or ad.action is None or ad.action_slot is None:
+        return None
+    for layer in ad.action.layers:
+        for strip in layer.strips:
+            if isinstance(strip, bpy.types.ActionKeyframeStrip):
+                found: bpy.types.ActionChannelbag | None = strip.channelbag(ad.action_slot)
+                if found is not None:
+                    return found
+    return None
+
+
+def new_action(
+    ob: bpy.types.Object, name: str
+) -> tuple[bpy.types.Action, bpy.types.ActionChannelbag]:
+    """Assign a new action with one slot for ``ob``; the action and the slot's channelbag."""
     action = bpy.data.actions.new(name)
     slot = action.slots.new(id_type="OBJECT", name=ob.name)
     ad = ob.animation_data or ob.animation_data_create()
     ad.action = action
     ad.action_slot = slot
-    return anim_utils.action_ensure_channelbag_for_slot(action, slot)
+    return action, ensure_channelbag(action, slot)
 
 
 def write_curve(
@@ -30,7 +66,7 @@ def write_curve(
     data_path: str,
     index: int,
     frames: Sequence[float],
-    values: Sequence[float],
+    values: ArrayLike,
     group: str,
 ) -> bpy.types.FCurve:
     """One F-curve with a LINEAR key at each ``(frame, value)``."""
@@ -60,10 +96,7 @@ def write_vector(
 
 def key_frames(ob: bpy.types.Object) -> list[int]:
     """Sorted distinct frames of the keys in ``ob``'s assigned action slot."""
-    ad = ob.animation_data
-    if ad is None or ad.action is None:
-        return []
-    cb = anim_utils.animdata_get_channelbag_for_assigned_slot(ad)
+    cb = assigned_channelbag(ob)
     if cb is None:
         return []
     frames: set[int] = set()

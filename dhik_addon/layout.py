@@ -116,11 +116,11 @@ def bone_layout(defn: SkeletonDef) -> list[BoneSpec]:
             tail = head + np.array([0.0, LONE_ROOT_LENGTH, 0.0])
         direction = (tail - head) / np.linalg.norm(tail - head)
         axis = None if j.axis is None else np.asarray(j.axis, dtype=float)
-        parent = specs.get(j.parent) if j.parent is not None else None
+        parent = specs[j.parent] if j.parent is not None else None
         connect = (
             parent is not None
             and j.type != "prismatic"
-            and types[j.parent] != "prismatic"
+            and types[parent.name] != "prismatic"
             and bool(np.linalg.norm(parent.tail - head) <= MIN_DISTANCE)
         )
         specs[j.name] = BoneSpec(

@@ -8,11 +8,18 @@ before the solve has finished. Either way the bake is one undo step.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Literal
+
 import bpy
 
 from ..core.bake import BakeResult
 from ..core.errors import DhikError
+from .access import window_manager
 from .bake_job import BakeJob, BakeThread
+from .props import settings
+
+if TYPE_CHECKING:
+    from .access import OperatorResult
 
 TIMER_STEP = 0.1  # seconds between progress updates of an interactive bake
 
@@ -29,24 +36,30 @@ class DHIK_OT_bake(bpy.types.Operator):
 
     @classmethod
     def poll(cls, context: bpy.types.Context) -> bool:
-        s = context.scene.dhik
+        if context.scene is None:
+            return False
+        s = settings(context)
         return (
             s.armature is not None and s.target is not None
             and context.mode in ("OBJECT", "POSE")
         )
 
-    def _finish(self, context: bpy.types.Context, job: BakeJob, result: BakeResult) -> set[str]:
+    def _finish(
+        self, context: bpy.types.Context, job: BakeJob, result: BakeResult
+    ) -> OperatorResult:
         try:
             job.apply(context, result)
         except DhikError as err:
             self.report({"ERROR"}, str(err))
             return {"CANCELLED"}
-        level = "INFO" if result.converged_count == len(result.records) else "WARNING"
-        self.report({level}, context.scene.dhik.result_summary)
+        level: Literal["INFO", "WARNING"] = (
+            "INFO" if result.converged_count == len(result.records) else "WARNING"
+        )
+        self.report({level}, settings(context).result_summary)
         return {"FINISHED"}
 
-    def execute(self, context: bpy.types.Context) -> set[str]:
-        wm = context.window_manager
+    def execute(self, context: bpy.types.Context) -> OperatorResult:
+        wm = window_manager(context)
         try:
             job = BakeJob.prepare(context)
         except DhikError as err:
@@ -62,7 +75,7 @@ class DHIK_OT_bake(bpy.types.Operator):
             wm.progress_end()
         return self._finish(context, job, result)
 
-    def invoke(self, context: bpy.types.Context, event: bpy.types.Event) -> set[str]:
+    def invoke(self, context: bpy.types.Context, event: bpy.types.Event) -> OperatorResult:
         if context.window is None:
             return self.execute(context)
         try:
@@ -70,7 +83,7 @@ class DHIK_OT_bake(bpy.types.Operator):
         except DhikError as err:
             self.report({"ERROR"}, str(err))
             return {"CANCELLED"}
-        wm = context.window_manager
+        wm = window_manager(context)
         self._worker = BakeThread(job)
         self._worker.start()
         wm.progress_begin(0, len(job.targets))
@@ -79,13 +92,13 @@ class DHIK_OT_bake(bpy.types.Operator):
         return {"RUNNING_MODAL"}
 
     def _stop(self, context: bpy.types.Context) -> None:
-        wm = context.window_manager
+        wm = window_manager(context)
         if self._timer is not None:
             wm.event_timer_remove(self._timer)
             self._timer = None
         wm.progress_end()
 
-    def modal(self, context: bpy.types.Context, event: bpy.types.Event) -> set[str]:
+    def modal(self, context: bpy.types.Context, event: bpy.types.Event) -> OperatorResult:
         worker = self._worker
         assert worker is not None
         if event.type == "ESC":
@@ -96,7 +109,7 @@ class DHIK_OT_bake(bpy.types.Operator):
             return {"CANCELLED"}
         if event.type != "TIMER":
             return {"PASS_THROUGH"}
-        context.window_manager.progress_update(worker.done)
+        window_manager(context).progress_update(worker.done)
         if not worker.finished():
             return {"RUNNING_MODAL"}
         self._stop(context)

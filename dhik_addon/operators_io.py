@@ -7,6 +7,7 @@ becomes an ERROR report with ``{'CANCELLED'}``, the scene left as it was.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import bpy
 from bpy.props import BoolProperty, StringProperty
@@ -15,11 +16,15 @@ from bpy_extras.io_utils import ExportHelper, ImportHelper
 from ..core.errors import DhikError
 from ..core.formats import load_skeleton, load_targets, save_animation, save_skeleton, save_targets
 from . import keying
+from .access import armature_data, scene_of
 from .animation import read_animation
 from .armature_build import create_armature
 from .armature_read import read_skeleton
-from .props import active_armature, active_target
+from .props import active_armature, active_target, settings
 from .targets import create_target_empty, world_keyframes
+
+if TYPE_CHECKING:
+    from .access import OperatorResult
 
 
 def _scene_name(path: str, default: str) -> str:
@@ -29,6 +34,8 @@ def _scene_name(path: str, default: str) -> str:
 
 
 class _JsonImport(ImportHelper):
+    if TYPE_CHECKING:
+        filepath: str  # ImportHelper's StringProperty
     filename_ext = ".json"
     filter_glob: StringProperty(default="*.json", options={"HIDDEN"})  # type: ignore[valid-type]
 
@@ -38,14 +45,17 @@ class _JsonImport(ImportHelper):
 
 
 class _JsonExport(ExportHelper):
+    if TYPE_CHECKING:
+        filepath: str  # ExportHelper's StringProperty
     filename_ext = ".json"
     filter_glob: StringProperty(default="*.json", options={"HIDDEN"})  # type: ignore[valid-type]
     default_name = "file.json"
 
-    def invoke(self, context: bpy.types.Context, event: bpy.types.Event) -> set[str]:
+    def invoke(self, context: bpy.types.Context, event: bpy.types.Event) -> OperatorResult:
         if not self.filepath:
             self.filepath = self.default_name
-        return ExportHelper.invoke(self, context, event)
+        result: OperatorResult = ExportHelper.invoke(self, context, event)
+        return result
 
 
 class DHIK_OT_import_skeleton(bpy.types.Operator, _JsonImport):
@@ -55,7 +65,7 @@ class DHIK_OT_import_skeleton(bpy.types.Operator, _JsonImport):
     bl_label = "Import DHIK Skeleton (.json)"
     bl_options = {"REGISTER", "UNDO"}
 
-    def execute(self, context: bpy.types.Context) -> set[str]:
+    def execute(self, context: bpy.types.Context) -> OperatorResult:
         try:
             defn = load_skeleton(self.filepath)
             ob = create_armature(context, defn, _scene_name(self.filepath, "skeleton"),
@@ -63,10 +73,10 @@ class DHIK_OT_import_skeleton(bpy.types.Operator, _JsonImport):
         except DhikError as err:
             self.report({"ERROR"}, str(err))
             return {"CANCELLED"}
-        settings = context.scene.dhik
-        settings.armature = ob
-        leaves = [b.name for b in ob.data.bones if not b.children]
-        settings.effector = leaves[0] if len(leaves) == 1 else ""
+        s = settings(context)
+        s.armature = ob
+        leaves = [b.name for b in armature_data(ob).bones if not b.children]
+        s.effector = leaves[0] if len(leaves) == 1 else ""
         self.report({"INFO"}, f"Imported {len(defn.joints)} joints as {ob.name!r}")
         return {"FINISHED"}
 
@@ -83,8 +93,9 @@ class DHIK_OT_export_skeleton(bpy.types.Operator, _JsonExport):
     def poll(cls, context: bpy.types.Context) -> bool:
         return active_armature(context) is not None
 
-    def execute(self, context: bpy.types.Context) -> set[str]:
+    def execute(self, context: bpy.types.Context) -> OperatorResult:
         ob = active_armature(context)
+        assert ob is not None  # poll()
         try:
             save_skeleton(read_skeleton(ob), self.filepath)
         except DhikError as err:
@@ -106,7 +117,7 @@ class DHIK_OT_import_targets(bpy.types.Operator, _JsonImport):
         description="Set the scene's range to 0 .. last keyframe (the range dhik solves)",
     )
 
-    def execute(self, context: bpy.types.Context) -> set[str]:
+    def execute(self, context: bpy.types.Context) -> OperatorResult:
         try:
             keyframes = load_targets(self.filepath)
         except DhikError as err:
@@ -114,10 +125,11 @@ class DHIK_OT_import_targets(bpy.types.Operator, _JsonImport):
             return {"CANCELLED"}
         name = f"{_scene_name(self.filepath, 'targets')}_target"
         ob = create_target_empty(context, keyframes, name)
-        context.scene.dhik.target = ob
+        settings(context).target = ob
         if self.set_frame_range:
-            context.scene.frame_start = 0
-            context.scene.frame_end = keyframes[-1].frame
+            scene = scene_of(context)
+            scene.frame_start = 0
+            scene.frame_end = keyframes[-1].frame
         self.report({"INFO"}, f"Imported {len(keyframes)} keyframes as {ob.name!r}")
         return {"FINISHED"}
 
@@ -139,11 +151,12 @@ class DHIK_OT_export_targets(bpy.types.Operator, _JsonExport):
     def poll(cls, context: bpy.types.Context) -> bool:
         return active_target(context) is not None
 
-    def execute(self, context: bpy.types.Context) -> set[str]:
+    def execute(self, context: bpy.types.Context) -> OperatorResult:
         ob = active_target(context)
+        assert ob is not None  # poll()
         try:
             if self.every_frame:
-                start, end = context.scene.dhik.frame_range(context.scene)
+                start, end = settings(context).frame_range(scene_of(context))
                 frames = list(range(start, end + 1))
             else:
                 frames = keying.key_frames(ob)
@@ -170,9 +183,10 @@ class DHIK_OT_export_animation(bpy.types.Operator, _JsonExport):
     def poll(cls, context: bpy.types.Context) -> bool:
         return active_armature(context) is not None
 
-    def execute(self, context: bpy.types.Context) -> set[str]:
+    def execute(self, context: bpy.types.Context) -> OperatorResult:
         ob = active_armature(context)
-        start, end = context.scene.dhik.frame_range(context.scene)
+        assert ob is not None  # poll()
+        start, end = settings(context).frame_range(scene_of(context))
         try:
             frames = read_animation(context, ob, range(start, end + 1))
             save_animation(frames, self.filepath)

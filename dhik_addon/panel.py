@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import bpy
 
-from .props import DHIK_PG_settings
+from .access import layout_of
+from .props import settings
 
 
 class DHIK_PT_panel(bpy.types.Panel):
@@ -17,8 +18,8 @@ class DHIK_PT_panel(bpy.types.Panel):
     bl_category = "DHIK"
 
     def draw(self, context: bpy.types.Context) -> None:
-        layout = self.layout
-        s: DHIK_PG_settings = context.scene.dhik
+        layout = layout_of(self)
+        s = settings(context)
         col = layout.column(align=True)
         col.operator("dhik.import_skeleton", text="Import Skeleton", icon="ARMATURE_DATA")
         col.operator("dhik.import_targets", text="Import Targets", icon="EMPTY_ARROWS")
@@ -64,19 +65,21 @@ class DHIK_PT_solver(bpy.types.Panel):
     bl_options = {"DEFAULT_CLOSED"}
 
     def draw(self, context: bpy.types.Context) -> None:
-        s: DHIK_PG_settings = context.scene.dhik
-        col = self.layout.column()
+        s = settings(context)
+        col = layout_of(self).column()
         for name in ("max_iterations", "position_tolerance", "orientation_tolerance", "damping",
                      "enable_line_search", "line_search_alpha", "line_search_alpha_min"):
             col.prop(s, name)
 
 
 def menu_import(self: bpy.types.Menu, _context: bpy.types.Context) -> None:
-    self.layout.operator("dhik.import_skeleton", text="DHIK Skeleton (.json)")
-    self.layout.operator("dhik.import_targets", text="DHIK Targets (.json)")
+    layout = layout_of(self)
+    layout.operator("dhik.import_skeleton", text="DHIK Skeleton (.json)")
+    layout.operator("dhik.import_targets", text="DHIK Targets (.json)")
 
 
 def menu_export(self: bpy.types.Menu, _context: bpy.types.Context) -> None:
-    self.layout.operator("dhik.export_skeleton", text="DHIK Skeleton (.json)")
-    self.layout.operator("dhik.export_targets", text="DHIK Targets (.json)")
-    self.layout.operator("dhik.export_animation", text="DHIK Animation (.json)")
+    layout = layout_of(self)
+    layout.operator("dhik.export_skeleton", text="DHIK Skeleton (.json)")
+    layout.operator("dhik.export_targets", text="DHIK Targets (.json)")
+    layout.operator("dhik.export_animation", text="DHIK Animation (.json)")

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import bpy
 from bpy.props import BoolProperty, FloatProperty, IntProperty, PointerProperty, StringProperty
 
 from ..core.solver import SolverSettings
+from .access import scene_of
 
 _D = SolverSettings()
 
@@ -21,57 +24,83 @@ def _not_armature(self: DHIK_PG_settings, ob: bpy.types.Object) -> bool:
 class DHIK_PG_settings(bpy.types.PropertyGroup):
     """Bake settings (SPEC 5.4 defaults) and the result of the last bake."""
 
-    armature: PointerProperty(  # type: ignore[valid-type]
-        name="Armature", type=bpy.types.Object, poll=_is_armature,
-        description="Armature to bake (one bone per joint)",
-    )
-    effector: StringProperty(  # type: ignore[valid-type]
-        name="Effector", description="Bone whose joint follows the target (empty: the single leaf)",
-    )
-    target: PointerProperty(  # type: ignore[valid-type]
-        name="Target", type=bpy.types.Object, poll=_not_armature,
-        description="Object whose world position and rotation the effector follows",
-    )
-    use_scene_range: BoolProperty(  # type: ignore[valid-type]
-        name="Scene Range", default=True, description="Bake the scene's frame range",
-    )
-    frame_start: IntProperty(name="Start", default=0, min=0)  # type: ignore[valid-type]
-    frame_end: IntProperty(name="End", default=250, min=0)  # type: ignore[valid-type]
-    max_iterations: IntProperty(  # type: ignore[valid-type]
-        name="Max Iterations", default=_D.max_iterations, min=1,
-    )
-    position_tolerance: FloatProperty(  # type: ignore[valid-type]
-        name="Position Tolerance", default=_D.position_tolerance, min=1e-9, precision=6,
-        unit="LENGTH", description="Converged when the effector is this close (m)",
-    )
-    orientation_tolerance: FloatProperty(  # type: ignore[valid-type]
-        name="Orientation Tolerance", default=_D.orientation_tolerance, min=1e-9, precision=4,
-        description="Converged when the rotation error is below this (radians)",
-    )
-    damping: FloatProperty(  # type: ignore[valid-type]
-        name="Damping", default=_D.damping, min=0.0, precision=6,
-        description="DLS damping lambda",
-    )
-    enable_line_search: BoolProperty(  # type: ignore[valid-type]
-        name="Line Search", default=_D.enable_line_search,
-    )
-    line_search_alpha: FloatProperty(  # type: ignore[valid-type]
-        name="Initial Step", default=_D.line_search_alpha, min=1e-6, max=1.0,
-    )
-    line_search_alpha_min: FloatProperty(  # type: ignore[valid-type]
-        name="Minimum Step", default=_D.line_search_alpha_min, min=1e-9, max=1.0, precision=4,
-    )
-    animation_path: StringProperty(  # type: ignore[valid-type]
-        name="animation.json", subtype="FILE_PATH",
-        description="Where the bake writes animation.json (empty: not written)",
-    )
-    # Result of the last bake (read-only in the panel).
-    has_result: BoolProperty(default=False)  # type: ignore[valid-type]
-    result_frames: IntProperty(default=0)  # type: ignore[valid-type]
-    result_converged: IntProperty(default=0)  # type: ignore[valid-type]
-    result_max_position_error: FloatProperty(default=0.0, unit="LENGTH")  # type: ignore[valid-type]
-    result_max_orientation_error: FloatProperty(default=0.0)  # type: ignore[valid-type]
-    result_summary: StringProperty(default="")  # type: ignore[valid-type]
+    if TYPE_CHECKING:
+        # What the properties below hold, for mypy: the stubs declare bpy.props functions
+        # as returning None, so their annotations cannot be types. Kept equal to the
+        # real list by tests/addon/test_ui.py::test_typed_settings_match_the_properties.
+        armature: bpy.types.Object | None
+        effector: str
+        target: bpy.types.Object | None
+        use_scene_range: bool
+        frame_start: int
+        frame_end: int
+        max_iterations: int
+        position_tolerance: float
+        orientation_tolerance: float
+        damping: float
+        enable_line_search: bool
+        line_search_alpha: float
+        line_search_alpha_min: float
+        animation_path: str
+        has_result: bool
+        result_frames: int
+        result_converged: int
+        result_max_position_error: float
+        result_max_orientation_error: float
+        result_summary: str
+    else:
+        armature: PointerProperty(
+            name="Armature", type=bpy.types.Object, poll=_is_armature,
+            description="Armature to bake (one bone per joint)",
+        )
+        effector: StringProperty(
+            name="Effector",
+            description="Bone whose joint follows the target (empty: the single leaf)",
+        )
+        target: PointerProperty(
+            name="Target", type=bpy.types.Object, poll=_not_armature,
+            description="Object whose world position and rotation the effector follows",
+        )
+        use_scene_range: BoolProperty(
+            name="Scene Range", default=True, description="Bake the scene's frame range",
+        )
+        frame_start: IntProperty(name="Start", default=0, min=0)
+        frame_end: IntProperty(name="End", default=250, min=0)
+        max_iterations: IntProperty(
+            name="Max Iterations", default=_D.max_iterations, min=1,
+        )
+        position_tolerance: FloatProperty(
+            name="Position Tolerance", default=_D.position_tolerance, min=1e-9, precision=6,
+            unit="LENGTH", description="Converged when the effector is this close (m)",
+        )
+        orientation_tolerance: FloatProperty(
+            name="Orientation Tolerance", default=_D.orientation_tolerance, min=1e-9, precision=4,
+            description="Converged when the rotation error is below this (radians)",
+        )
+        damping: FloatProperty(
+            name="Damping", default=_D.damping, min=0.0, precision=6,
+            description="DLS damping lambda",
+        )
+        enable_line_search: BoolProperty(
+            name="Line Search", default=_D.enable_line_search,
+        )
+        line_search_alpha: FloatProperty(
+            name="Initial Step", default=_D.line_search_alpha, min=1e-6, max=1.0,
+        )
+        line_search_alpha_min: FloatProperty(
+            name="Minimum Step", default=_D.line_search_alpha_min, min=1e-9, max=1.0, precision=4,
+        )
+        animation_path: StringProperty(
+            name="animation.json", subtype="FILE_PATH",
+            description="Where the bake writes animation.json (empty: not written)",
+        )
+        # Result of the last bake (read-only in the panel).
+        has_result: BoolProperty(default=False)
+        result_frames: IntProperty(default=0)
+        result_converged: IntProperty(default=0)
+        result_max_position_error: FloatProperty(default=0.0, unit="LENGTH")
+        result_max_orientation_error: FloatProperty(default=0.0)
+        result_summary: StringProperty(default="")
 
     def solver_settings(self) -> SolverSettings:
         """The core's solver settings from these properties."""
@@ -92,9 +121,18 @@ class DHIK_PG_settings(bpy.types.PropertyGroup):
         return self.frame_start, self.frame_end
 
 
+def settings(context: bpy.types.Context) -> DHIK_PG_settings:
+    """``context.scene.dhik``: the add-on's settings of the context's scene."""
+    # Scene.dhik is added by register(); the stubs cannot know it.
+    found: DHIK_PG_settings = scene_of(context).dhik  # type: ignore[attr-defined]
+    return found
+
+
 def active_armature(context: bpy.types.Context) -> bpy.types.Object | None:
     """``scene.dhik.armature``, else the active object when it is an armature."""
-    ob = context.scene.dhik.armature
+    if context.scene is None:  # poll() may run without a scene
+        return None
+    ob = settings(context).armature
     if ob is None and context.active_object is not None:
         if context.active_object.type == "ARMATURE":
             ob = context.active_object
@@ -103,7 +141,9 @@ def active_armature(context: bpy.types.Context) -> bpy.types.Object | None:
 
 def active_target(context: bpy.types.Context) -> bpy.types.Object | None:
     """``scene.dhik.target``, else the active object when it is not an armature."""
-    ob = context.scene.dhik.target
+    if context.scene is None:
+        return None
+    ob = settings(context).target
     if ob is None and context.active_object is not None:
         if context.active_object.type != "ARMATURE":
             ob = context.active_object

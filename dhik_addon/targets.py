@@ -18,6 +18,7 @@ from mathutils import Euler, Matrix
 from ..core.errors import DhikError
 from ..core.formats import Keyframe
 from . import keying
+from .access import collection_of, scene_of
 
 POS_DECIMALS = 7  # 0.1 micrometre: below float32 resolution of the keyed values
 EULER_DECIMALS = 5  # degrees
@@ -33,9 +34,9 @@ def create_target_empty(
     first = keyframes[0]
     ob.location = first.pos
     ob.rotation_euler = [math.radians(a) for a in first.euler]
-    context.collection.objects.link(ob)
+    collection_of(context).objects.link(ob)
     frames = [k.frame for k in keyframes]
-    cb = keying.new_action(ob, f"{name}_targets")
+    _action, cb = keying.new_action(ob, f"{name}_targets")
     keying.write_vector(cb, "location", frames, np.array([k.pos for k in keyframes]), "Object")
     eul = np.radians(np.array([k.euler for k in keyframes], dtype=float))
     keying.write_vector(cb, "rotation_euler", frames, eul, "Object")
@@ -56,7 +57,7 @@ def world_keyframes(
     if bad:
         raise DhikError.at(f"object {ob.name!r}", "", f"frame {bad[0]} is negative; "
                            "targets.json frames start at 0")
-    scene, depsgraph = context.scene, context.evaluated_depsgraph_get()
+    scene, depsgraph = scene_of(context), context.evaluated_depsgraph_get()
     current = scene.frame_current
     previous = Euler()
     out: list[Keyframe] = []
@@ -65,13 +66,14 @@ def world_keyframes(
             scene.frame_set(f)
             ev = ob.evaluated_get(depsgraph)
             loc, rot, _scale = ev.matrix_world.decompose()
-            near = Euler(ev.rotation_euler) if ev.rotation_mode == "XYZ" else previous
+            near = ev.rotation_euler.copy() if ev.rotation_mode == "XYZ" else previous
             previous = rot.to_matrix().to_euler("XYZ", near)
-            out.append(Keyframe(
-                int(f),
-                tuple(round(float(v), POS_DECIMALS) for v in loc),  # type: ignore[arg-type]
-                tuple(round(math.degrees(a), EULER_DECIMALS) for a in previous),  # type: ignore[arg-type]
-            ))
+            x, y, z = (round(float(v), POS_DECIMALS) for v in np.asarray(loc, dtype=float))
+            ax, ay, az = (
+                round(math.degrees(float(a)), EULER_DECIMALS)
+                for a in np.asarray(previous, dtype=float)
+            )
+            out.append(Keyframe(int(f), (x, y, z), (ax, ay, az)))
     finally:
         scene.frame_set(current)
     return out
@@ -96,7 +98,7 @@ def armature_space_targets(
     object scale scales the target distance); rotation is the target's rotation
     relative to the armature object's (scale removed). The current frame is restored.
     """
-    scene, depsgraph = context.scene, context.evaluated_depsgraph_get()
+    scene, depsgraph = scene_of(context), context.evaluated_depsgraph_get()
     current = scene.frame_current
     out: list[tuple[int, np.ndarray]] = []
     try:

@@ -97,3 +97,30 @@ def test_armature_and_target_pickers_filter_objects(addon, mixed_files):
     s = bpy.context.scene.dhik
     assert props._is_armature(s, s.armature) and not props._is_armature(s, s.target)
     assert props._not_armature(s, s.target) and not props._not_armature(s, s.armature)
+
+
+_RNA_KIND = {"bool": "BOOLEAN", "int": "INT", "float": "FLOAT", "str": ("STRING", "ENUM")}
+
+
+def test_typed_settings_match_the_properties(addon):
+    """props.py declares each property twice (typed for mypy, bpy.props for Blender): the
+    typed names and kinds must be the registered ones."""
+    import ast
+    import inspect
+
+    props = addon.dhik_addon.props
+    tree = ast.parse(inspect.getsource(props))
+    cls = next(n for n in tree.body if isinstance(n, ast.ClassDef)
+               and n.name == "DHIK_PG_settings")
+    branch = next(n for n in cls.body if isinstance(n, ast.If))
+    assert ast.unparse(branch.test) == "TYPE_CHECKING"
+    typed = {n.target.id: ast.unparse(n.annotation) for n in branch.body
+             if isinstance(n, ast.AnnAssign)}
+    rna = {p.identifier: p.type for p in props.DHIK_PG_settings.bl_rna.properties
+           if p.identifier not in ("rna_type", "name")}
+    assert set(typed) == set(rna)
+    for name, annotation in typed.items():
+        kind = _RNA_KIND.get(annotation)
+        if kind is None:
+            kind = "COLLECTION" if "bpy_prop_collection" in annotation else "POINTER"
+        assert rna[name] in (kind if isinstance(kind, tuple) else (kind,)), (name, annotation)
