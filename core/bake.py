@@ -149,9 +149,12 @@ def simulate(
     for frame, frame_targets, (state, res) in zip(numbers, per_frame, solved, strict=True):
         model.restore(state)
         model.update()
+        per = getattr(res, "effector_errors", None) or _effector_errors(model, frame_targets)
         records.append(
             FrameRecord(frame, res.converged, res.iterations, res.position_error,
-                        res.orientation_error, _effector_errors(model, names, frame_targets))
+                        res.orientation_error,
+                        {name: {"position_error": pe, "orientation_error": oe}
+                         for name, (pe, oe) in zip(names, per, strict=True)})
         )
         model.write_back(skeleton, fk=False)  # joint values need no FK
         frames.append({"frame": frame, "joints": skeleton.joint_values()})
@@ -226,16 +229,15 @@ def merge_tracks(tracks: Sequence[EffectorTrack]) -> tuple[list[int], list[list[
 
 
 def _effector_errors(
-    model: Kinematics, names: list[str], targets: list[NDArray[np.float64]]
-) -> dict[str, dict[str, float]]:
+    model: Kinematics, targets: list[NDArray[np.float64]]
+) -> list[tuple[float, float]]:
     """Each effector's position (m) and orientation (rad) error in the model's state."""
-    out = {}
-    for k, (name, t) in enumerate(zip(names, targets, strict=True)):
+    out = []
+    for k, t in enumerate(targets):
         g = model.effector_transform(k)
         dp = t[:3, 3] - g[:3, 3]
         dr = matrix_to_rotvec(t[:3, :3] @ g[:3, :3].T)
-        out[name] = {"position_error": math.sqrt(float(dp @ dp)),
-                     "orientation_error": math.sqrt(float(dr @ dr))}
+        out.append((math.sqrt(float(dp @ dp)), math.sqrt(float(dr @ dr))))
     return out
 
 

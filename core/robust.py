@@ -49,7 +49,7 @@ from .solver import SolveResult, SolverSettings
 
 Array = NDArray[np.float64]
 Weight = tuple[float, float]  # (position weight, orientation weight), >= 0
-Errors = list[tuple[Array, Array]]  # per effector (dp (m), dr (rad)), world frame
+Measure = tuple[Array, list[tuple[float, float]]]  # residual, per-effector (m, rad)
 
 _GROW = 10.0  # damping factor after a rejected step
 _SHRINK = 0.5  # damping factor after an accepted step
@@ -124,52 +124,66 @@ class _Problem:
         if len(targets) != len(self.weights):
             raise ValueError(f"need one target per effector ({len(self.weights)})")
         self.targets = [np.asarray(t, dtype=float) for t in targets]
+        self._flat = [(tuple(t[:3, :3].ravel().tolist()), tuple(t[:3, 3].tolist()))
+                      for t in self.targets]
 
-    def errors(self) -> Errors:
-        """``(dp, dr)`` per effector: ``p_t - p`` (m) and ``rotvec(R_t R^T)`` (rad)."""
-        out = []
-        for k, t in enumerate(self.targets):
-            g = self.model.effector_transform(k)
-            out.append((t[:3, 3] - g[:3, 3], matrix_to_rotvec(t[:3, :3] @ g[:3, :3].T)))
-        return out
+    def _errors6(self, k: int) -> Sequence[float]:
+        """Effector ``k``'s ``(dp (m), dr (rad))``: ``p_t - p``, ``rotvec(R_t R^T)``."""
+        pose_error = getattr(self.model, "pose_error", None)
+        if pose_error is not None:  # CompiledKinematics: the same on plain floats
+            return pose_error(k, *self._flat[k])  # type: ignore[no-any-return]
+        t, g = self.targets[k], self.model.effector_transform(k)
+        return (*(t[:3, 3] - g[:3, 3]).tolist(),
+                *matrix_to_rotvec(t[:3, :3] @ g[:3, :3].T).tolist())
 
-    def residual(self, errs: Errors) -> Array:
-        """The weighted residual: counted rows only, position rows divided by the scale."""
-        parts = []
-        for (dp, dr), (wp, wr) in zip(errs, self.weights, strict=True):
+    def measure(self) -> Measure:
+        """The weighted residual (counted rows only, position rows divided by the scale)
+        and every effector's ``(position error (m), orientation error (rad))``."""
+        rows: list[float] = []
+        per = []
+        for k, (wp, wr) in enumerate(self.weights):
+            ex, ey, ez, rx, ry, rz = self._errors6(k)
+            per.append((math.sqrt(ex * ex + ey * ey + ez * ez),
+                        math.sqrt(rx * rx + ry * ry + rz * rz)))
             if wp > 0.0:
-                parts.append(dp * (wp / self.scale))
+                f = wp / self.scale
+                rows += (ex * f, ey * f, ez * f)
             if wr > 0.0:
-                parts.append(dr * wr)
-        return np.concatenate(parts) if parts else np.zeros(0)
+                rows += (rx * wr, ry * wr, rz * wr)
+        return np.array(rows), per
 
     def jacobian(self) -> Array:
-        """The rows of :meth:`residual`, weighted alike: (rows, n)."""
+        """The rows of the residual, weighted alike: (rows, n)."""
         parts = []
         for k, (wp, wr) in enumerate(self.weights):
-            if wp <= 0.0 and wr <= 0.0:
-                continue
-            jac = self.model.jacobian(k)
-            if wp > 0.0:
-                parts.append(jac[:3] * (wp / self.scale))
-            if wr > 0.0:
-                parts.append(jac[3:] * wr)
+            if wp > 0.0 and wr > 0.0:
+                parts.append(self.model.jacobian(k) * self._row_scale(wp, wr))
+            elif wp > 0.0:
+                parts.append(self.model.jacobian(k)[:3] * (wp / self.scale))
+            elif wr > 0.0:
+                parts.append(self.model.jacobian(k)[3:] * wr)
+        if len(parts) == 1:
+            return parts[0]
         return np.vstack(parts) if parts else np.zeros((0, self.model.n))
 
-    def badness(self, errs: Errors) -> float:
+    def _row_scale(self, wp: float, wr: float) -> Array:
+        """Row factors of a full-pose effector: (6, 1)."""
+        f = wp / self.scale
+        return np.array([[f], [f], [f], [wr], [wr], [wr]])
+
+    def badness(self, per: list[tuple[float, float]]) -> float:
         """Largest counted error over its tolerance: below 1 means converged."""
         worst = 0.0
-        for (dp, dr), (wp, wr) in zip(errs, self.weights, strict=True):
-            if wp > 0.0:
-                worst = max(worst, math.sqrt(float(dp @ dp)) / self.ptol)
-            if wr > 0.0:
-                worst = max(worst, math.sqrt(float(dr @ dr)) / self.otol)
+        for (pe, oe), (wp, wr) in zip(per, self.weights, strict=True):
+            if wp > 0.0 and pe / self.ptol > worst:
+                worst = pe / self.ptol
+            if wr > 0.0 and oe / self.otol > worst:
+                worst = oe / self.otol
         return worst
 
     def result(self, converged: bool, iterations: int, restarts: int) -> RobustResult:
         """The result for the model's current state."""
-        per = [(math.sqrt(float(dp @ dp)), math.sqrt(float(dr @ dr))) for dp, dr in
-               self.errors()]
+        per = self.measure()[1]
         pe = max((p for (p, _), (wp, _) in zip(per, self.weights, strict=True) if wp > 0),
                  default=0.0)
         oe = max((o for (_, o), (_, wr) in zip(per, self.weights, strict=True) if wr > 0),
@@ -195,13 +209,13 @@ def damped_step(
         return np.zeros(0), np.zeros(0)
     if m <= n:
         a = jac @ jac.T
-        a[np.diag_indices(m)] += w
-        sol = np.linalg.solve(a, np.column_stack((r - jac @ d, jac @ push)))
+        a.flat[:: m + 1] += w
+        sol = np.linalg.solve(a, np.array((r - jac @ d, jac @ push)).T)
         back = jac.T @ sol
         return d + back[:, 0], push - back[:, 1]
     a = jac.T @ jac
-    a[np.diag_indices(n)] += w
-    sol = np.linalg.solve(a, np.column_stack((jac.T @ r + w * d, w * push)))
+    a.flat[:: n + 1] += w
+    sol = np.linalg.solve(a, np.array((jac.T @ r + w * d, w * push)).T)
     return sol[:, 0], sol[:, 1]
 
 
@@ -220,15 +234,14 @@ def limited_step(
     n = q.shape[0]
     push = np.zeros(n) if push is None else push
     dq = np.zeros(n)
-    free = np.ones(n, dtype=bool)
-    rest = r.copy()
+    idx = np.arange(n)  # the free columns
+    sub, rest = jac, r
     while True:
-        idx = np.flatnonzero(free)
-        step, null = damped_step(jac[:, idx], rest, w, d[idx], push[idx])
+        step, null = damped_step(sub, rest, w, d[idx], push[idx])
         scale = 0.0
-        if null.size:
-            largest = float(np.max(np.abs(null)))
-            cap = rate * float(np.max(np.abs(step)))
+        if rate > 0.0 and null.size:
+            largest = float(np.abs(null).max())
+            cap = rate * float(np.abs(step).max())
             scale = 1.0 if largest <= cap else cap / largest
             step = step + scale * null
         trial = q[idx] + step
@@ -239,7 +252,8 @@ def limited_step(
         hit = idx[over]
         dq[hit] = np.clip(trial[over], lo[hit], hi[hit]) - q[hit]
         rest = rest - jac[:, hit] @ dq[hit]
-        free[hit] = False
+        idx = idx[~over]
+        sub = jac[:, idx]
 
 
 def posture_push(q: Array, lo: Array, hi: Array, gain: float) -> Array:
@@ -273,10 +287,9 @@ class _Search:
     def run(self, budget: int) -> bool:
         """Iterate until converged (True), stalled or out of budget; the state is the best."""
         problem, model, opts = self.problem, self.problem.model, self.options
-        errs = problem.errors()
-        e = problem.residual(errs)
+        e, per = problem.measure()
         cost = 0.5 * float(e @ e)
-        history = [problem.badness(errs)]
+        history = [problem.badness(per)]
         self.motion = np.zeros(model.n)
         anchor = None if self.anchor is None else self.anchor.copy()
         multiplier = 1.0
@@ -303,18 +316,18 @@ class _Search:
                 push = push * 0.5
                 if multiplier > _MAX_MULTIPLIER:
                     return False
-            applied, scale, errs, e, cost = taken
+            applied, scale, per, e, cost = taken
             if anchor is not None:
                 anchor += scale * push  # later iterations keep the secondary move
             self.motion += applied
             multiplier = max(multiplier * _SHRINK, 1.0)
-            history.append(problem.badness(errs))
+            history.append(problem.badness(per))
         return True
 
     def _try(
         self, jac: Array, e: Array, q: Array, lo: Array, hi: Array, w: float, d: Array,
         push: Array, cost: float,
-    ) -> tuple[Array, float, Errors, Array, float] | None:
+    ) -> tuple[Array, float, list[tuple[float, float]], Array, float] | None:
         """Apply one limited step if it lowers the cost, else leave no trace (None)."""
         model = self.problem.model
         try:
@@ -327,11 +340,10 @@ class _Search:
         model.apply_delta(dq)
         applied = model.increments() - q
         model.update()
-        errs = self.problem.errors()
-        e_new = self.problem.residual(errs)
+        e_new, per = self.problem.measure()
         cost_new = 0.5 * float(e_new @ e_new)
         if cost_new < cost:
-            return applied, scale, errs, e_new, cost_new
+            return applied, scale, per, e_new, cost_new
         model.restore(before)
         model.update()
         return None
@@ -391,7 +403,7 @@ def _solve(
     if converged or restarts <= 0 or model.n == 0:
         return problem.result(converged, iterations, 0), motion
     rng = np.random.default_rng(options.seed) if rng is None else rng
-    best = (problem.badness(problem.errors()), model.save(), motion)
+    best = (problem.badness(problem.measure()[1]), model.save(), motion)
     while used < restarts and not converged:
         used += 1
         model.restore(best[1])
@@ -400,7 +412,7 @@ def _solve(
         converged = search.run(options.restart_iterations)
         iterations += search.iterations
         moved = best[2] + jump + search.motion
-        bad = problem.badness(problem.errors())
+        bad = problem.badness(problem.measure()[1])
         if converged or (anchor is None and bad < best[0]):
             best = (bad, model.save(), moved)
     model.restore(best[1])
