@@ -4,7 +4,7 @@ VENV := .venv
 BPYVENV := .venv-bpy
 SCENE ?= arm7
 
-.PHONY: test test-core test-addon lint demo bench zip clean typecheck
+.PHONY: test test-core test-addon lint demo bench zip clean typecheck test-addon-45
 
 $(VENV)/.ok: pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -46,8 +46,20 @@ $(TYPESVENV)/.ok:
 typecheck: $(TYPESVENV)/.ok
 	cd $(TYPESVENV)/src && ../bin/mypy --config-file $(CURDIR)/mypy.ini -p dhik_ext.dhik_addon
 
+# The add-on tests on Blender 4.5 LTS (newest bpy 4.5.x from the package index).
+BPY45VENV := .venv-bpy45
+$(BPY45VENV)/.ok: pyproject.toml
+	$(PY) -m venv $(BPY45VENV)
+	echo '*' > $(BPY45VENV)/.gitignore
+	$(BPY45VENV)/bin/pip install -q --upgrade pip
+	$(BPY45VENV)/bin/pip install -q 'bpy>=4.5,<4.6' -e '.[test]'
+	touch $@
+
+test-addon-45: $(BPY45VENV)/.ok
+	$(BPY45VENV)/bin/python -m pytest tests/addon
+
 # The test command of the README: lint, core tests (numpy 2), add-on tests in real Blender (numpy 1.26).
-test: lint test-core test-addon typecheck
+test: lint test-core test-addon typecheck test-addon-45
 
 # The main job: a headless Blender bake of a sample scene with the real add-on.
 demo: $(BPYVENV)/.ok

@@ -70,7 +70,9 @@ def write_curve(
     group: str,
 ) -> bpy.types.FCurve:
     """One F-curve with a LINEAR key at each ``(frame, value)``."""
-    fc = channelbag.fcurves.new(data_path, index=index, group_name=group)
+    # fcurves.new(..., group_name=) exists from 5.0 on; assigning the group works in 4.4+.
+    fc = channelbag.fcurves.new(data_path, index=index)
+    fc.group = channelbag.groups.get(group) or channelbag.groups.new(group)
     n = len(frames)
     co = np.empty((n, 2), dtype=np.float32)
     co[:, 0] = frames

@@ -41,7 +41,17 @@ def run(scene_dir: Path, out_dir: Path) -> int:
         if not (scene_dir / name).is_file():
             print(f"demo_bake: error: {scene_dir / name} does not exist", file=sys.stderr)
             return 2
-    load_addon()
+    addon = load_addon()
+    try:
+        return _bake(bpy, scene_dir, out_dir)
+    finally:
+        # bpy 4.5 as a module hangs at interpreter exit while Python callables (menu
+        # entries, property poll functions) are still registered.
+        addon.unregister()
+
+
+def _bake(bpy: ModuleType, scene_dir: Path, out_dir: Path) -> int:
+    """Import, bake and save in a fresh factory scene; the exit status."""
     bpy.ops.wm.read_homefile(use_empty=True, use_factory_startup=True)
     out_dir.mkdir(parents=True, exist_ok=True)
     try:

@@ -135,7 +135,8 @@ def test_effector_reaches_target_on_converged_frames(mixed_files, core, tmp_path
 def test_bake_keys_in_bulk_with_linear_interpolation(mixed_files, tmp_path):
     ob, _ = _setup(*mixed_files)
     _bake(tmp_path)
-    cb = anim_utils.animdata_get_channelbag_for_assigned_slot(ob.animation_data)
+    ad = ob.animation_data
+    cb = anim_utils.action_get_channelbag_for_slot(ad.action, ad.action_slot)
     paths = {(fc.data_path, fc.array_index) for fc in cb.fcurves}
     assert ('pose.bones["Shoulder"].rotation_quaternion', 3) in paths
     assert ('pose.bones["Elbow"].rotation_quaternion', 0) in paths
@@ -144,6 +145,7 @@ def test_bake_keys_in_bulk_with_linear_interpolation(mixed_files, tmp_path):
     for fc in cb.fcurves:
         assert len(fc.keyframe_points) == 13
         assert {k.interpolation for k in fc.keyframe_points} == {"LINEAR"}
+        assert fc.group is not None and f'"{fc.group.name}"' in fc.data_path  # bone's group
 
 
 def test_animation_json_matches_export_animation(mixed_files, core, tmp_path):
