@@ -9,6 +9,7 @@ from __future__ import annotations
 import bpy
 
 from .operators_bake import DHIK_OT_bake
+from .operators_effectors import DHIK_OT_effector_add, DHIK_OT_effector_remove
 from .operators_io import (
     DHIK_OT_export_animation,
     DHIK_OT_export_skeleton,
@@ -16,10 +17,18 @@ from .operators_io import (
     DHIK_OT_import_skeleton,
     DHIK_OT_import_targets,
 )
-from .panel import DHIK_PT_panel, DHIK_PT_solver, menu_export, menu_import
-from .props import DHIK_PG_settings
+from .panel import (
+    DHIK_PT_effectors,
+    DHIK_PT_panel,
+    DHIK_PT_solver,
+    DHIK_UL_effectors,
+    menu_export,
+    menu_import,
+)
+from .props import DHIK_PG_effector, DHIK_PG_settings
 
 CLASSES = (
+    DHIK_PG_effector,
     DHIK_PG_settings,
     DHIK_OT_import_skeleton,
     DHIK_OT_export_skeleton,
@@ -27,7 +36,11 @@ CLASSES = (
     DHIK_OT_export_targets,
     DHIK_OT_export_animation,
     DHIK_OT_bake,
+    DHIK_OT_effector_add,
+    DHIK_OT_effector_remove,
+    DHIK_UL_effectors,
     DHIK_PT_panel,
+    DHIK_PT_effectors,
     DHIK_PT_solver,
 )
 

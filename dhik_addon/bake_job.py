@@ -1,5 +1,9 @@
 """One bake, in three steps: prepare (validate, read targets), solve (core), apply (keys).
 
+The main effector/target and every extra effector row become one core
+``EffectorTrack`` each (targets in armature space, metres), solved together by the
+chosen method.
+
 ``prepare`` reads Blender but changes nothing except the current frame, which it
 restores; ``solve`` touches no Blender data, so it may run in a worker thread;
 ``apply`` writes animation.json first and only then keys the armature, so a failure
@@ -15,7 +19,7 @@ from dataclasses import dataclass
 import bpy
 import numpy as np
 
-from ..core.bake import BakeResult, simulate, summary_line
+from ..core.bake import BakeResult, EffectorTrack, simulate, summary_line
 from ..core.errors import DhikError
 from ..core.formats import save_animation
 from ..core.skeleton import Skeleton
@@ -25,7 +29,7 @@ from .access import pose_of, scene_of
 from .armature_read import joint_maps, read_skeleton
 from .joint_map import JointMap, align_signs
 from .props import DHIK_PG_settings, settings
-from .targets import armature_space_targets
+from .targets import armature_space_tracks
 
 MARKER_NAME = "dhik: not converged"
 BAKE_TAG = "dhik_bake"  # custom property marking actions written by a bake
@@ -42,10 +46,16 @@ class BakeJob:
     armature: bpy.types.Object
     skeleton: Skeleton
     maps: dict[str, JointMap]
-    targets: list[tuple[int, np.ndarray]]  # (frame, armature-space 4x4, metres)
-    effector: str | None
+    tracks: list[EffectorTrack]  # main effector first; targets (frame, armature-space 4x4, m)
+    method: str  # "robust" or "spec"
+    warm_start: bool  # False: every frame starts from the T-pose (cold start)
     settings: SolverSettings
     animation_path: str
+
+    @property
+    def frame_count(self) -> int:
+        """Number of frames to solve."""
+        return len(self.tracks[0].targets)
 
     @classmethod
     def prepare(cls, context: bpy.types.Context) -> BakeJob:
@@ -71,15 +81,23 @@ class BakeJob:
         if effector is None and len(leaves) != 1:
             raise DhikError.at("DHIK", "effector", f"{ob.name!r} has {len(leaves)} leaf bones "
                                f"({', '.join(leaves)}): choose the effector")
+        main = effector or leaves[0]
+        rows = _extra_rows(s, ob, skeleton, main)
         path = bpy.path.abspath(s.animation_path) if s.animation_path else ""
-        targets = armature_space_targets(context, target, ob, range(start, end + 1))
-        return cls(ob, skeleton, joint_maps(ob, defn), targets, effector,
+        objects = [target] + [r[1] for r in rows]
+        per_target = armature_space_tracks(context, objects, ob, range(start, end + 1))
+        tracks = [EffectorTrack(main, per_target[0])] + [
+            EffectorTrack(name, frames, pos, rot)
+            for (name, _ob, pos, rot), frames in zip(rows, per_target[1:], strict=True)
+        ]
+        return cls(ob, skeleton, joint_maps(ob, defn), tracks, s.method, not s.cold_start,
                    s.solver_settings(), path)
 
     def solve(self, progress: Callable[[int, int], None] | None = None) -> BakeResult:
-        """Run the core's bake (warm-started frame to frame); no Blender data is touched."""
-        return simulate(self.skeleton, self.targets, self.effector, self.settings,
-                        progress=progress)
+        """Run the core's bake (warm-started frame to frame unless cold); no Blender data
+        is touched."""
+        return simulate(self.skeleton, self.tracks, None, self.settings, self.warm_start,
+                        progress, method=self.method)
 
     def apply(self, context: bpy.types.Context, result: BakeResult) -> None:
         """Write animation.json (if asked), key the pose bones, mark unconverged frames."""
@@ -101,6 +119,38 @@ class BakeJob:
             (r.orientation_error for r in result.records), default=0
         )
         s.result_summary = summary_line(result)
+        s.result_method = result.method
+
+
+def _extra_rows(
+    s: DHIK_PG_settings, ob: bpy.types.Object, skeleton: Skeleton, main: str
+) -> list[tuple[str, bpy.types.Object, float, float]]:
+    """``(bone, target, position weight, orientation weight)`` of each extra effector row.
+
+    DhikError names the row (``effectors[i]``) for a missing or repeated bone, a missing
+    target, weights that are both 0, or weights other than 1 with the spec method.
+    """
+    rows = []
+    used = {main}
+    for i, row in enumerate(s.effectors):
+        where = f"effectors[{i}]"
+        if row.bone not in skeleton.joints:
+            problem = f"{ob.name!r} has no bone {row.bone!r}" if row.bone else "choose a bone"
+            raise DhikError.at("DHIK", where, problem)
+        if row.bone in used:
+            raise DhikError.at("DHIK", where, f"bone {row.bone!r} already has a target")
+        used.add(row.bone)
+        if row.target is None:
+            raise DhikError.at("DHIK", where, "choose a target object")
+        if row.target is ob:
+            raise DhikError.at("DHIK", where, "the target cannot be the armature itself")
+        weights = (row.position_weight, row.orientation_weight)
+        if max(weights) <= 0.0:
+            raise DhikError.at("DHIK", where, "position and orientation weight are both 0")
+        if s.method == "spec" and weights != (1.0, 1.0):
+            raise DhikError.at("DHIK", where, "weights other than 1 need the Robust method")
+        rows.append((row.bone, row.target, *weights))
+    return rows
 
 
 def key_pose(ob: bpy.types.Object, maps: dict[str, JointMap], frames: list[dict]) -> None:
@@ -140,7 +190,7 @@ class BakeThread:
     def __init__(self, job: BakeJob) -> None:
         self.job = job
         self.done = 0
-        self.total = len(job.targets)
+        self.total = job.frame_count
         self.result: BakeResult | None = None
         self.error: BaseException | None = None
         self._cancel = threading.Event()

@@ -65,7 +65,7 @@ class DHIK_OT_bake(bpy.types.Operator):
         except DhikError as err:
             self.report({"ERROR"}, str(err))
             return {"CANCELLED"}
-        wm.progress_begin(0, len(job.targets))
+        wm.progress_begin(0, job.frame_count)
         try:
             result = job.solve(lambda done, _total: wm.progress_update(done))
         except DhikError as err:
@@ -86,7 +86,7 @@ class DHIK_OT_bake(bpy.types.Operator):
         wm = window_manager(context)
         self._worker = BakeThread(job)
         self._worker.start()
-        wm.progress_begin(0, len(job.targets))
+        wm.progress_begin(0, job.frame_count)
         self._timer = wm.event_timer_add(TIMER_STEP, window=context.window)
         wm.modal_handler_add(self)
         return {"RUNNING_MODAL"}

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import bpy
 
 from .access import layout_of
-from .props import settings
+from .props import METHOD_LABELS, DHIK_PG_effector, settings
 
 
 class DHIK_PT_panel(bpy.types.Panel):
@@ -31,6 +33,8 @@ class DHIK_PT_panel(bpy.types.Panel):
         else:
             col.prop(s, "effector")
         col.prop(s, "target")
+        col.row().prop(s, "method", expand=True)
+        col.prop(s, "cold_start")
         col.prop(s, "use_scene_range")
         if not s.use_scene_range:
             row = col.row(align=True)
@@ -41,6 +45,8 @@ class DHIK_PT_panel(bpy.types.Panel):
 
         if s.has_result:
             box = layout.box()
+            method = METHOD_LABELS.get(s.result_method, s.result_method)
+            box.label(text=f"Method: {method}")
             box.label(text=f"Frames: {s.result_frames}")
             box.label(text=f"Converged: {s.result_converged}/{s.result_frames}",
                       icon="CHECKMARK" if s.result_converged == s.result_frames else "ERROR")
@@ -51,6 +57,68 @@ class DHIK_PT_panel(bpy.types.Panel):
         col.operator("dhik.export_skeleton", text="Export Skeleton")
         col.operator("dhik.export_targets", text="Export Targets")
         col.operator("dhik.export_animation", text="Export Animation")
+
+
+class DHIK_UL_effectors(bpy.types.UIList):
+    """One extra effector per row: its bone and its target (weights below the list)."""
+
+    def draw_item(
+        self,
+        context: bpy.types.Context,
+        layout: bpy.types.UILayout,
+        data: Any | None,
+        item: Any | None,
+        icon: int | None,
+        active_data: Any,
+        active_property: str | None,
+        index: int | None = 0,
+        flt_flag: int | None = 0,
+    ) -> None:
+        assert isinstance(item, DHIK_PG_effector)
+        row = layout.row(align=True)
+        armature = settings(context).armature
+        if armature is not None:
+            row.prop_search(item, "bone", armature.data, "bones", text="", icon="BONE_DATA")
+        else:
+            row.prop(item, "bone", text="", icon="BONE_DATA")
+        row.prop(item, "target", text="")
+        if item.orientation_weight == 0.0:
+            row.label(text="", icon="ORIENTATION_GLOBAL")  # position only
+
+
+class DHIK_PT_effectors(bpy.types.Panel):
+    """Extra effectors solved together with the main one (each with its own target)."""
+
+    bl_label = "Extra Effectors"
+    bl_idname = "DHIK_PT_effectors"
+    bl_space_type = "VIEW_3D"
+    bl_region_type = "UI"
+    bl_category = "DHIK"
+    bl_parent_id = "DHIK_PT_panel"
+    bl_options = {"DEFAULT_CLOSED"}
+
+    def draw(self, context: bpy.types.Context) -> None:
+        layout = layout_of(self)
+        s = settings(context)
+        row = layout.row()
+        row.template_list("DHIK_UL_effectors", "", s, "effectors", s, "effector_index", rows=3)
+        buttons = row.column(align=True)
+        buttons.operator("dhik.effector_add", text="", icon="ADD")
+        buttons.operator("dhik.effector_remove", text="", icon="REMOVE")
+        if 0 <= s.effector_index < len(s.effectors):
+            item = s.effectors[s.effector_index]
+            col = layout.column()
+            if s.armature is not None:
+                col.prop_search(item, "bone", s.armature.data, "bones")
+            else:
+                col.prop(item, "bone")
+            col.prop(item, "target")
+            col.prop(item, "position_weight")
+            col.prop(item, "orientation_weight")
+            if item.orientation_weight == 0.0:
+                col.label(text="Position only", icon="INFO")
+            if s.method == "spec" and (item.position_weight, item.orientation_weight) != (1, 1):
+                col.label(text="Weights other than 1 need the Robust method", icon="ERROR")
 
 
 class DHIK_PT_solver(bpy.types.Panel):

@@ -1,16 +1,36 @@
-"""``scene.dhik``: the panel's settings, the solver parameters and the last bake's result."""
+"""``scene.dhik``: the panel's settings, the solver parameters and the last bake's result.
+
+Besides the main effector and target, ``scene.dhik.effectors`` holds extra effector rows
+(bone, target object, position / orientation weights) that the bake solves together with
+the main one (weights other than 1 need the robust method).
+"""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
 import bpy
-from bpy.props import BoolProperty, FloatProperty, IntProperty, PointerProperty, StringProperty
+from bpy.props import (
+    BoolProperty,
+    CollectionProperty,
+    EnumProperty,
+    FloatProperty,
+    IntProperty,
+    PointerProperty,
+    StringProperty,
+)
 
 from ..core.solver import SolverSettings
 from .access import scene_of
 
 _D = SolverSettings()
+
+METHOD_ITEMS = [
+    ("robust", "Robust", "Adaptive damping, limit-aware steps, restarts; several effectors with "
+     "weights (the default)"),
+    ("spec", "Spec", "The specification's damped-least-squares algorithm, unchanged"),
+]
+METHOD_LABELS = {identifier: label for identifier, label, _ in METHOD_ITEMS}
 
 
 def _is_armature(_self: DHIK_PG_settings, ob: bpy.types.Object) -> bool:
@@ -19,6 +39,39 @@ def _is_armature(_self: DHIK_PG_settings, ob: bpy.types.Object) -> bool:
 
 def _not_armature(self: DHIK_PG_settings, ob: bpy.types.Object) -> bool:
     return ob is not self.armature
+
+
+def _not_the_armature(self: DHIK_PG_effector, ob: bpy.types.Object) -> bool:
+    scene = self.id_data
+    return not isinstance(scene, bpy.types.Scene) or ob is not scene_settings(scene).armature
+
+
+class DHIK_PG_effector(bpy.types.PropertyGroup):
+    """An extra effector: a bone that follows a target object, with weights (>= 0).
+
+    The target's world position and rotation are used; a weight of 0 drops that part of
+    the error (orientation weight 0: position only).
+    """
+
+    if TYPE_CHECKING:
+        bone: str
+        target: bpy.types.Object | None
+        position_weight: float
+        orientation_weight: float
+    else:
+        bone: StringProperty(name="Effector", description="Bone whose joint follows the target")
+        target: PointerProperty(
+            name="Target", type=bpy.types.Object, poll=_not_the_armature,
+            description="Object whose world position and rotation this effector follows",
+        )
+        position_weight: FloatProperty(
+            name="Position Weight", default=1.0, min=0.0, soft_max=10.0,
+            description="Weight of the position error (0: ignore the position)",
+        )
+        orientation_weight: FloatProperty(
+            name="Orientation Weight", default=1.0, min=0.0, soft_max=10.0,
+            description="Weight of the orientation error (0: position only)",
+        )
 
 
 class DHIK_PG_settings(bpy.types.PropertyGroup):
@@ -31,6 +84,10 @@ class DHIK_PG_settings(bpy.types.PropertyGroup):
         armature: bpy.types.Object | None
         effector: str
         target: bpy.types.Object | None
+        method: str
+        cold_start: bool
+        effectors: bpy.types.bpy_prop_collection_idprop[DHIK_PG_effector]
+        effector_index: int
         use_scene_range: bool
         frame_start: int
         frame_end: int
@@ -48,6 +105,7 @@ class DHIK_PG_settings(bpy.types.PropertyGroup):
         result_max_position_error: float
         result_max_orientation_error: float
         result_summary: str
+        result_method: str
     else:
         armature: PointerProperty(
             name="Armature", type=bpy.types.Object, poll=_is_armature,
@@ -61,6 +119,16 @@ class DHIK_PG_settings(bpy.types.PropertyGroup):
             name="Target", type=bpy.types.Object, poll=_not_armature,
             description="Object whose world position and rotation the effector follows",
         )
+        method: EnumProperty(
+            name="Method", items=METHOD_ITEMS, default="robust",
+            description="The solver of every frame",
+        )
+        cold_start: BoolProperty(
+            name="Cold Start", default=False,
+            description="Solve every frame from the T-pose instead of the previous frame's pose",
+        )
+        effectors: CollectionProperty(type=DHIK_PG_effector, name="Extra Effectors")
+        effector_index: IntProperty(name="Active Extra Effector", default=0, min=0)
         use_scene_range: BoolProperty(
             name="Scene Range", default=True, description="Bake the scene's frame range",
         )
@@ -101,6 +169,7 @@ class DHIK_PG_settings(bpy.types.PropertyGroup):
         result_max_position_error: FloatProperty(default=0.0, unit="LENGTH")
         result_max_orientation_error: FloatProperty(default=0.0)
         result_summary: StringProperty(default="")
+        result_method: StringProperty(default="")  # the method identifier that ran
 
     def solver_settings(self) -> SolverSettings:
         """The core's solver settings from these properties."""
@@ -121,11 +190,16 @@ class DHIK_PG_settings(bpy.types.PropertyGroup):
         return self.frame_start, self.frame_end
 
 
+def scene_settings(scene: bpy.types.Scene) -> DHIK_PG_settings:
+    """``scene.dhik``: the add-on's settings of ``scene``."""
+    # Scene.dhik is added by register(); the stubs cannot know it.
+    found: DHIK_PG_settings = scene.dhik  # type: ignore[attr-defined]
+    return found
+
+
 def settings(context: bpy.types.Context) -> DHIK_PG_settings:
     """``context.scene.dhik``: the add-on's settings of the context's scene."""
-    # Scene.dhik is added by register(); the stubs cannot know it.
-    found: DHIK_PG_settings = scene_of(context).dhik  # type: ignore[attr-defined]
-    return found
+    return scene_settings(scene_of(context))
 
 
 def active_armature(context: bpy.types.Context) -> bpy.types.Object | None:

@@ -88,25 +88,27 @@ def _rigid(m: Matrix) -> np.ndarray:
     return out
 
 
-def armature_space_targets(
-    context: bpy.types.Context, target: bpy.types.Object, armature: bpy.types.Object,
+def armature_space_tracks(
+    context: bpy.types.Context, targets: Sequence[bpy.types.Object], armature: bpy.types.Object,
     frames: Sequence[int],
-) -> list[tuple[int, np.ndarray]]:
-    """``(frame, 4x4)``: the target's world pose in the armature's space at each frame.
+) -> list[list[tuple[int, np.ndarray]]]:
+    """Per target, ``(frame, 4x4)``: its world pose in the armature's space at each frame.
 
     Position is ``armature.matrix_world^-1 @ p`` (metres of armature space, so an
     object scale scales the target distance); rotation is the target's rotation
-    relative to the armature object's (scale removed). The current frame is restored.
+    relative to the armature object's (scale removed). All targets are read in one pass
+    over the frames; the current frame is restored.
     """
     scene, depsgraph = scene_of(context), context.evaluated_depsgraph_get()
     current = scene.frame_current
-    out: list[tuple[int, np.ndarray]] = []
+    out: list[list[tuple[int, np.ndarray]]] = [[] for _ in targets]
     try:
         for f in frames:
             scene.frame_set(f)
-            arm = armature.evaluated_get(depsgraph).matrix_world
-            local = arm.inverted_safe() @ target.evaluated_get(depsgraph).matrix_world
-            out.append((int(f), _rigid(local)))
+            inverse = armature.evaluated_get(depsgraph).matrix_world.inverted_safe()
+            for track, target in zip(out, targets, strict=True):
+                local = inverse @ target.evaluated_get(depsgraph).matrix_world
+                track.append((int(f), _rigid(local)))
     finally:
         scene.frame_set(current)
     return out

@@ -48,6 +48,50 @@ MIXED_POSES: list[dict[str, dict[str, Any]]] = [
 ]
 
 
+def _arm(side: str, y: float) -> list[dict[str, Any]]:
+    """Spherical shoulder, revolute elbow, spherical wrist and a fixed hand, pointing up."""
+    return [
+        {"name": f"{side}Shoulder", "type": "spherical", "offset": [0, y, 0.4],
+         "parent": "Torso", "limits": [[-2.0, 2.0], [-1.5, 1.5], [-2.0, 2.0]]},
+        {"name": f"{side}Elbow", "type": "revolute", "offset": [0, 0, 0.35],
+         "parent": f"{side}Shoulder", "axis": [1, 0, 0], "limits": [-2.5, 0.0]},
+        {"name": f"{side}Wrist", "type": "spherical", "offset": [0, 0, 0.3],
+         "parent": f"{side}Elbow", "limits": [[-1.2, 1.2], None, [-1.2, 1.2]]},
+        {"name": f"{side}Hand", "type": "fixed", "offset": [0, 0, 0.1],
+         "parent": f"{side}Wrist"},
+    ]
+
+
+# Two 7-DoF arms on a shared torso twist: two leaves, LHand and RHand.
+TWO_ARMS: dict[str, Any] = {
+    "root_name": "Root",
+    "joints": [
+        {"name": "Root", "type": "fixed", "offset": [0, 0, 0], "parent": None},
+        {"name": "Torso", "type": "revolute", "offset": [0, 0, 1.0], "parent": "Root",
+         "axis": [0, 0, 1], "limits": [-1.0, 1.0]},
+        *_arm("L", 0.2),
+        *_arm("R", -0.2),
+    ],
+}
+
+
+def two_arm_poses(count: int) -> list[dict[str, dict[str, Any]]]:
+    """``count`` joint poses of TWO_ARMS (SPEC 3.3 entries), moving smoothly within limits."""
+    poses = []
+    for i in range(count):
+        t = i / max(count - 1, 1)
+        poses.append({
+            "Torso": {"angle": 0.3 * t},
+            "LShoulder": {"quaternion": _axis_quat([1, 0.3, 0], 20 + 30 * t)},
+            "LElbow": {"angle": -0.4 - 0.6 * t},
+            "LWrist": {"quaternion": _axis_quat([0, 0, 1], 25 * t)},
+            "RShoulder": {"quaternion": _axis_quat([-1, 0.2, 0.3], 15 + 25 * t)},
+            "RElbow": {"angle": -0.8 + 0.5 * t},
+            "RWrist": {"quaternion": _axis_quat([1, 0, 0], -20 * t)},
+        })
+    return poses
+
+
 def write_json(path: Path, data: Any) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(data, indent=1))
@@ -109,3 +153,32 @@ def build_plain_rig():
     toe = ob.pose.bones["toe"]
     toe.lock_ik_x = toe.lock_ik_y = toe.lock_ik_z = True
     return ob
+
+
+def export_skeleton(ob: Any) -> str:
+    """Path of ``ob``'s skeleton.json, written by the real dhik.export_skeleton operator."""
+    import bpy
+
+    path = Path(bpy.app.tempdir or "/tmp") / f"{ob.name}_exported_skeleton.json"
+    assert bpy.ops.dhik.export_skeleton(filepath=str(path)) == {"FINISHED"}
+    return str(path)
+
+
+def blender_joint_worlds(ob: Any, rest: dict[str, Any]) -> dict[str, Any]:
+    """World 4x4 (numpy, metres) of each joint read from Blender's evaluated pose.
+
+    Joint position = bone head; joint rotation = (bone world rotation) @ B_rest^-1 @ C_rest,
+    with ``rest[name]`` = C_rest, the joint's T-pose world rotation from the core.
+    """
+    import numpy as np
+
+    out = {}
+    for name, c in rest.items():
+        pb = ob.pose.bones[name]
+        m = np.array(ob.matrix_world @ pb.matrix, dtype=float)
+        b = np.array(pb.bone.matrix_local.to_3x3(), dtype=float)
+        w = np.eye(4)
+        w[:3, :3] = m[:3, :3] @ b.T @ c
+        w[:3, 3] = m[:3, 3]
+        out[name] = w
+    return out

@@ -6,6 +6,7 @@ from types import SimpleNamespace
 from unittest import mock
 
 import bpy
+import pytest
 
 
 def _draw(panel_cls) -> list:
@@ -37,11 +38,67 @@ def test_panel_draws_settings_operators_and_result(addon, mixed_files, tmp_path)
     search = [c for c in calls if c[0].endswith("prop_search")]
     assert search and search[0].args[1:] == ("effector", s.armature.data, "bones")
     props = [c.args[1] for c in calls if c[0].endswith(".prop")]
-    assert {"armature", "target", "use_scene_range", "frame_start", "frame_end",
-            "animation_path"} <= set(props)
+    assert {"armature", "target", "method", "cold_start", "use_scene_range", "frame_start",
+            "frame_end", "animation_path"} <= set(props)
     labels = " | ".join(c.kwargs["text"] for c in calls if c[0].endswith("label"))
+    assert "Method: Robust" in labels
     assert f"Frames: {s.result_frames}" in labels and "Converged:" in labels
     assert "Max position error" in labels and "Max orientation error" in labels
+
+
+def test_result_names_the_method_that_ran(addon, mixed_files, tmp_path):
+    bpy.ops.dhik.import_skeleton(filepath=str(mixed_files[0]))
+    bpy.ops.dhik.import_targets(filepath=str(mixed_files[1]))
+    s = bpy.context.scene.dhik
+    s.method = "spec"
+    assert bpy.ops.dhik.bake() == {"FINISHED"}
+    s.method = "robust"  # changed after the bake: the result still says what ran
+    labels = [c.kwargs["text"] for c in _draw(addon.dhik_addon.panel.DHIK_PT_panel)
+              if c[0].endswith("label")]
+    assert "Method: Spec" in labels and s.result_method == "spec"
+    assert "method spec" in s.result_summary
+
+
+def test_effector_rows_add_remove_and_draw(addon, mixed_files):
+    ui = addon.dhik_addon.panel
+    s = bpy.context.scene.dhik
+    ops = bpy.ops.dhik
+    assert ops.effector_add.poll() and not ops.effector_remove.poll()
+    calls = _draw(ui.DHIK_PT_effectors)
+    lists = [c for c in calls if c[0].endswith("template_list")]
+    assert lists and lists[0].args == ("DHIK_UL_effectors", "", s, "effectors", s,
+                                       "effector_index")
+    assert _operators(calls) == ["dhik.effector_add", "dhik.effector_remove"]
+    assert not any(c[0].endswith(".prop") for c in calls)  # no row yet
+
+    bpy.ops.dhik.import_skeleton(filepath=str(mixed_files[0]))
+    assert ops.effector_add() == ops.effector_add() == {"FINISHED"}
+    assert len(s.effectors) == 2 and s.effector_index == 1
+    row = s.effectors[1]
+    assert (row.bone, row.target, row.position_weight, row.orientation_weight) == (
+        "", None, 1.0, 1.0)
+    row.bone, row.orientation_weight = "Elbow", 0.0
+    calls = _draw(ui.DHIK_PT_effectors)
+    search = [c for c in calls if c[0].endswith("prop_search")]
+    assert search and search[0].args[:4] == (row, "bone", s.armature.data, "bones")
+    props = [c.args[1] for c in calls if c[0].endswith(".prop")]
+    assert props == ["target", "position_weight", "orientation_weight"]
+    labels = [c.kwargs["text"] for c in calls if c[0].endswith("label")]
+    assert labels == ["Position only"]
+    s.method = "spec"
+    labels = [c.kwargs["text"] for c in _draw(ui.DHIK_PT_effectors) if c[0].endswith("label")]
+    assert "Weights other than 1 need the Robust method" in labels
+
+    layout = mock.MagicMock()
+    ui.DHIK_UL_effectors.draw_item(None, bpy.context, layout, s, row, 0, s, "effector_index", 1)
+    drawn = [c.args[:2] for c in layout.mock_calls
+             if c[0].endswith("prop_search") or c[0].endswith(".prop")]
+    assert drawn == [(row, "bone"), (row, "target")]
+
+    assert ops.effector_remove() == {"FINISHED"}
+    assert len(s.effectors) == 1 and s.effector_index == 0
+    assert ops.effector_remove() == {"FINISHED"}
+    assert len(s.effectors) == 0 and not ops.effector_remove.poll()
 
 
 def test_solver_subpanel_shows_spec_parameters(addon):
@@ -102,7 +159,8 @@ def test_armature_and_target_pickers_filter_objects(addon, mixed_files):
 _RNA_KIND = {"bool": "BOOLEAN", "int": "INT", "float": "FLOAT", "str": ("STRING", "ENUM")}
 
 
-def test_typed_settings_match_the_properties(addon):
+@pytest.mark.parametrize("class_name", ["DHIK_PG_settings", "DHIK_PG_effector"])
+def test_typed_settings_match_the_properties(addon, class_name):
     """props.py declares each property twice (typed for mypy, bpy.props for Blender): the
     typed names and kinds must be the registered ones."""
     import ast
@@ -110,13 +168,12 @@ def test_typed_settings_match_the_properties(addon):
 
     props = addon.dhik_addon.props
     tree = ast.parse(inspect.getsource(props))
-    cls = next(n for n in tree.body if isinstance(n, ast.ClassDef)
-               and n.name == "DHIK_PG_settings")
+    cls = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == class_name)
     branch = next(n for n in cls.body if isinstance(n, ast.If))
     assert ast.unparse(branch.test) == "TYPE_CHECKING"
     typed = {n.target.id: ast.unparse(n.annotation) for n in branch.body
              if isinstance(n, ast.AnnAssign)}
-    rna = {p.identifier: p.type for p in props.DHIK_PG_settings.bl_rna.properties
+    rna = {p.identifier: p.type for p in getattr(props, class_name).bl_rna.properties
            if p.identifier not in ("rna_type", "name")}
     assert set(typed) == set(rna)
     for name, annotation in typed.items():
