@@ -80,11 +80,11 @@ def _assert_effector_on_target(core, ob, target, anim: Path) -> None:
     s = bpy.context.scene.dhik
     skel = core.Skeleton(core.formats.load_skeleton(_export(ob)))
     rest = {n: w[:3, :3] for n, w in skel.world_transforms().items()}
-    converged = {m.frame for m in bpy.context.scene.timeline_markers if m.name == MARKER}
+    unconverged = {m.frame for m in bpy.context.scene.timeline_markers if m.name == MARKER}
     checked = 0
     for fr in core.formats.load_animation(anim):
         f = fr["frame"]
-        if f in converged:
+        if f in unconverged:
             continue
         bpy.context.scene.frame_set(f)
         eff = blender_joint_worlds(ob, rest)[s.effector]
