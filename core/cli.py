@@ -87,8 +87,9 @@ def build_parser() -> argparse.ArgumentParser:
     bake.add_argument("--orientation-tolerance", type=_positive(float, 0, False),
                       default=d.orientation_tolerance, metavar="RAD")
     bake.add_argument("--damping", type=_positive(float, 0, True), default=d.damping,
-                      metavar="L")
-    bake.add_argument("--no-line-search", action="store_true")
+                      metavar="L", help="spec method only (robust adapts its damping)")
+    bake.add_argument("--no-line-search", action="store_true",
+                      help="spec method only (robust accepts or rejects whole steps)")
     bake.add_argument("--report", metavar="REPORT.json", help="write per-frame records")
 
     fk = sub.add_parser("fk", help="world transform of every joint as JSON")

@@ -261,7 +261,8 @@ def posture_push(q: Array, lo: Array, hi: Array, gain: float) -> Array:
     limited = np.isfinite(lo) & np.isfinite(hi)
     if gain == 0.0 or not limited.any():
         return np.zeros_like(q)
-    mid = np.where(limited, (np.where(limited, lo, 0.0) + np.where(limited, hi, 0.0)) / 2, 0.0)
+    with np.errstate(invalid="ignore"):  # -inf + inf where there is no limit: masked
+        mid = (lo + hi) / 2
     return np.where(limited, gain * (mid - q), 0.0)
 
 
