@@ -66,5 +66,10 @@ demo: $(BPYVENV)/.ok
 	mkdir -p out
 	$(BPYVENV)/bin/python tools/demo_bake.py sample_scenes/$(SCENE) out
 
+# The IK benchmark against ikpy, pinocchio, roboticstoolbox and Blender's IK (about 7 min
+# on 2 cores; the first run also installs bench/.venv). Not part of `make test`.
+bench: $(BPYVENV)/.ok
+	bench/run.sh
+
 clean:
-	rm -rf $(VENV) $(BPYVENV) dist out
+	rm -rf $(VENV) $(BPYVENV) $(BPY45VENV) $(TYPESVENV) bench/.venv dist out
