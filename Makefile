@@ -58,7 +58,8 @@ $(BPY45VENV)/.ok: pyproject.toml
 test-addon-45: $(BPY45VENV)/.ok
 	$(BPY45VENV)/bin/python -m pytest tests/addon
 
-# The test command of the README: lint, core tests (numpy 2), add-on tests in real Blender (numpy 1.26).
+# The test command of the README: lint, core tests (numpy 2), add-on tests in real Blender 5.0.1
+# (numpy 1.26) and 4.5 LTS, mypy on the add-on.
 test: lint test-core test-addon typecheck test-addon-45
 
 # The main job: a headless Blender bake of a sample scene with the real add-on.
