@@ -38,10 +38,23 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
+from operator import mul
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from .fast import (
+    PRISMATIC,
+    VIRTUAL,
+    CompiledKinematics,
+    Quat,
+    dls6,
+    intrinsic_xyz,
+    quat_mat,
+    quat_mul,
+    quat_unit,
+    solve_spd,
+)
 from .joints import JointNode
 from .kinematics import Kinematics, ObjectKinematics
 from .rotations import matrix_to_rotvec
@@ -67,11 +80,13 @@ class RobustOptions:
     max_restarts: int = 100  # random restarts of a cold solve after its first search
     restart_iterations: int = 30  # iteration budget of each restart
     posture: float = 0.3  # with ``previous``: gain of the null-space pull to mid-range
+    track_posture: float = 0.1  # trajectories: fraction of the way to mid-range per frame
     rate: float = 0.5  # that pull's largest move relative to the step's largest
     seed: int = 0  # of numpy.random.default_rng when no rng is passed
     candidates: int = 16  # trajectories: restarts tried to bridge a lost frame
     probe_restarts: int = 20  # trajectories: restarts deciding a frame is unreachable
     lookahead: int = 60  # trajectories: frames a bridging candidate must survive
+    lookback: int = 600  # trajectories: frames a bridging candidate is tracked backward
 
 
 @dataclass
@@ -468,6 +483,18 @@ def solve_robust(
     """
     settings = settings or SolverSettings()
     options = options or RobustOptions()
+    if isinstance(model, CompiledKinematics):
+        eng = _engine(model, weights, settings, options)
+        anchor = None
+        if previous is not None:
+            now = model.save()
+            model.restore(previous)
+            eng.canonical()
+            anchor = eng.anchor_of()
+            model.restore(now)
+        eng.set_targets(targets)
+        return eng.solve(settings.max_iterations, 0 if previous else options.max_restarts,
+                         rng, anchor)
     model.update()
     problem = _Problem(model, weights, settings)
     problem.set_targets(targets)
@@ -496,6 +523,7 @@ class FrameSolution:
     state: object
     result: RobustResult
     coords: Array
+    quats: list[Quat] = field(default_factory=list)  # spherical quaternions (w, x, y, z)
 
 
 class _Tracker:
@@ -658,9 +686,28 @@ def solve_trajectory(
     """
     settings = settings or SolverSettings()
     options = options or RobustOptions()
+    rng = np.random.default_rng(options.seed)
+    if isinstance(model, CompiledKinematics):
+        eng = _engine(model, weights, settings, options)
+        if cold_start:
+            frames = []
+            for index, frame_targets in enumerate(targets):
+                model.reset()
+                eng.set_targets(frame_targets)
+                result = eng.solve(settings.max_iterations, options.max_restarts,
+                                   np.random.default_rng(options.seed))
+                frames.append(FrameSolution(model.save(), result, np.array(eng.coords()),
+                                            list(model._quats)))
+                if progress is not None:
+                    progress(index + 1, len(targets))
+        else:
+            frames = _FastTracker(eng, settings, targets, rng).run(progress)
+        if frames:
+            model.restore(frames[-1].state)
+            model.update()
+        return frames
     model.update()
     problem = _Problem(model, weights, settings)
-    rng = np.random.default_rng(options.seed)
     if not cold_start:
         frames = _Tracker(problem, settings, options, targets, rng).run(progress)
     else:
@@ -720,3 +767,656 @@ def solve_on_nodes(
     if ik_chain is not None and [node.name for node in ik_chain] != model.names:
         raise ValueError("method='robust' builds its own IK chain: pass ik_chain=None")
     return solve_robust(model, [target_transform], settings)
+
+
+# ===================================================== the plain-float engine (compiled)
+#
+# On a ``CompiledKinematics`` the robust method runs on plain floats: numpy's per-call
+# overhead dominates at a handful of joints. Its coordinates ``x`` (one per column):
+# a hinge's angle (rad) or a slider's displacement (m), and for a spherical joint with
+# limits its intrinsic XYZ angles ``(a, b, c)``, ``R = Rx(a) Ry(b) Rz(c)`` relative to
+# rest, which its limits bound exactly (the box). A spherical joint without any limit
+# keeps the virtual chain's increments (no gimbal lock), folded after every step. The
+# model is kept in a canonical state: virtual increments 0, quaternion = the angles'
+# rotation, virtual limits ``(lo - theta, hi - theta)`` (so a ``save()`` says it all).
+
+Coords = list[float]
+
+
+def intrinsic_angles(quat: Sequence[float]) -> tuple[float, float, float]:
+    """``(a, b, c)`` (rad) with ``R(quat) = Rx(a) Ry(b) Rz(c)``, ``b`` in [-pi/2, pi/2]."""
+    m0, m1, m2, _, _, m5, _, _, m8 = quat_mat(quat)
+    b = math.asin(max(-1.0, min(1.0, m2)))
+    return math.atan2(-m5, m8), b, math.atan2(-m1, m0)
+
+
+def _box_angles(theta: Sequence[float], lo: Sequence[float], hi: Sequence[float]
+                ) -> list[float]:  # fmt: skip
+    """``theta`` clamped into ``[lo, hi]`` per axis (rad)."""
+    return [min(max(t, a), b) for t, a, b in zip(theta, lo, hi, strict=True)]
+
+
+def _damped(cols: list[Sequence[float]], r: list[float], w: float,
+            d: list[float]) -> list[float] | None:  # fmt: skip
+    """``argmin |J s - r|^2 + w |s - d|^2`` for ``J`` given by its columns (floats).
+
+    ``s = d + J^T (J J^T + w I)^-1 (r - J d)``, or the normal equations when ``J`` has
+    fewer columns than rows; None when the system is not numerically solvable.
+    """
+    m, k = len(r), len(cols)
+    if any(d):
+        r = r[:]
+        for col, dj in zip(cols, d, strict=True):
+            if dj:
+                for i in range(m):
+                    r[i] -= col[i] * dj
+    if m == 6 and k >= 6:
+        s = dls6(cols, w, r)
+    elif m <= k:
+        rows = list(zip(*cols, strict=True))
+        a = [[sum(map(mul, ri, rj)) for rj in rows] for ri in rows]
+        for i in range(m):
+            a[i][i] += w
+        beta = solve_spd(a, r)
+        s = None if beta is None else [sum(map(mul, col, beta)) for col in cols]
+    else:
+        a = [[sum(map(mul, ci, cj)) for cj in cols] for ci in cols]
+        for i in range(k):
+            a[i][i] += w
+        s = solve_spd(a, [sum(map(mul, col, r)) for col in cols])
+    if s is None:
+        return None
+    return [sj + dj for sj, dj in zip(s, d, strict=True)]
+
+
+def _bounded_step(cols: list[Sequence[float]], e: list[float], x: Coords, lo: Coords,
+                  hi: Coords, w: float, d: list[float]) -> list[float] | None:  # fmt: skip
+    """Damped step that keeps ``lo <= x + dx <= hi`` by clamping and removing columns.
+
+    A column whose step would cross its limit moves to the limit and leaves the problem;
+    the others are solved again for the residual left (Blender's Standard solver).
+    """
+    n = len(cols)
+    dx = [0.0] * n
+    free = list(range(n))
+    rest = e
+    while free:
+        step = _damped([cols[c] for c in free], rest, w, [d[c] for c in free])
+        if step is None:
+            return None
+        keep = []
+        for c, s in zip(free, step, strict=True):
+            v = x[c] + s
+            if lo[c] <= v <= hi[c]:
+                keep.append((c, s))
+                continue
+            if not math.isfinite(v):
+                return None
+            dx[c] = t = (hi[c] if v > hi[c] else lo[c]) - x[c]
+            rest = [ri - t * ci for ri, ci in zip(rest, cols[c], strict=True)]
+        if len(keep) == len(free):
+            for c, s in keep:
+                dx[c] = s
+            return dx
+        free = [c for c, _ in keep]
+    return dx
+
+
+class _Fast:
+    """The robust method's iterations on a ``CompiledKinematics`` (world; m, rad)."""
+
+    def __init__(self, model: CompiledKinematics, weights: Sequence[Weight] | None,
+                 settings: SolverSettings, options: RobustOptions) -> None:  # fmt: skip
+        self.model = model
+        self.options = options
+        n = self.n = model.n
+        count = len(model.effectors)
+        self.weights = [(1.0, 1.0)] * count if weights is None else [
+            (float(wp), float(wr)) for wp, wr in weights]
+        if len(self.weights) != count:
+            raise ValueError(f"need one weight pair per effector ({count})")
+        if any(not (w >= 0.0 and math.isfinite(w)) for pair in self.weights for w in pair):
+            raise ValueError("weights must be finite and >= 0")
+        self.ptol = settings.position_tolerance
+        self.otol = settings.orientation_tolerance
+        self.lo: Coords = list(model._lo0)  # the boxes: limits and spherical angle limits
+        self.hi: Coords = list(model._hi0)
+        self.prismatic = [info[0] == PRISMATIC for info in model._col_info]
+        cols_of: dict[str, list[int]] = {}
+        for c in range(n):
+            name, k = model._col_joint[c]
+            if model._col_info[c][0] == VIRTUAL:
+                cols_of.setdefault(name, [0, 0, 0])[k] = c
+        # per spherical joint: its three columns and whether its angles are boxed
+        self.sph: list[tuple[int, tuple[int, int, int], bool]] = []
+        for s, name in enumerate(model._sph_names):
+            cs = cols_of[name]
+            boxed = any(math.isfinite(self.lo[c]) or math.isfinite(self.hi[c]) for c in cs)
+            self.sph.append((s, (cs[0], cs[1], cs[2]), boxed))
+        self.free_sph = [c for _, cs, boxed in self.sph if not boxed for c in cs]
+        self.theta: list[list[float]] = [[0.0, 0.0, 0.0] for _ in self.sph]
+        self.scale = 1.0
+        self.targets: list[tuple[tuple[float, ...], tuple[float, ...]]] = []
+        self.iterations = 0
+        self.canonical()
+        longest = 0.0
+        for k in range(count):
+            for col in model.jacobian_columns(k):
+                longest = max(longest, math.sqrt(col[0] ** 2 + col[1] ** 2 + col[2] ** 2))
+        self.scale = longest if longest > 1e-6 else 1.0
+        self.single = count == 1 and self.weights[0][0] > 0 and self.weights[0][1] > 0
+
+    # -- state ---------------------------------------------------------------------------
+    def canonical(self) -> None:
+        """Fold pending increments, clip into the boxes, re-derive angles and limits; FK."""
+        m = self.model
+        q, lo0, hi0 = m._q, m._lo0, m._hi0
+        for c in range(self.n):
+            if m._col_info[c][0] != VIRTUAL:
+                q[c] = min(max(q[c], lo0[c]), hi0[c])
+        for s, cs, boxed in self.sph:
+            quat = m._quats[s]
+            a, b, g = (q[c] for c in cs)
+            if a or b or g:
+                quat = quat_unit(quat_mul(quat, intrinsic_xyz(a, b, g)))
+            if boxed:
+                theta = _box_angles(intrinsic_angles(quat), [lo0[c] for c in cs],
+                                    [hi0[c] for c in cs])
+                self._set_sph(s, cs, theta)
+            else:
+                m._quats[s] = quat
+                for c in cs:
+                    q[c] = 0.0
+        m._fresh = False
+        m.update()
+
+    def _set_sph(self, s: int, cs: tuple[int, int, int], theta: list[float]) -> None:
+        m = self.model
+        self.theta[s] = theta
+        m._quats[s] = intrinsic_xyz(*theta)
+        for c, t in zip(cs, theta, strict=True):
+            m._q[c] = 0.0
+            m._lo[c] = m._lo0[c] - t
+            m._hi[c] = m._hi0[c] - t
+
+    def coords(self) -> Coords:
+        """``x``: per column its value (rad, m), a boxed spherical column its angle, a free
+        spherical column 0 (its increment)."""
+        x = list(self.model._q)
+        for s, cs, boxed in self.sph:
+            if boxed:
+                x[cs[0]], x[cs[1]], x[cs[2]] = self.theta[s]
+        return x
+
+    def save(self) -> tuple[object, list[list[float]]]:
+        return self.model.save(), [t[:] for t in self.theta]
+
+    def restore(self, snap: tuple[object, list[list[float]]]) -> None:
+        self.model.restore(snap[0])
+        self.theta = [t[:] for t in snap[1]]
+        self.model.update()
+
+    def apply(self, dx: Sequence[float]) -> None:
+        """``x += dx`` (inside the boxes); free spherical increments folded; FK."""
+        m = self.model
+        q, lo0, hi0 = m._q, m._lo0, m._hi0
+        for c in range(self.n):
+            if m._col_info[c][0] != VIRTUAL:
+                q[c] = min(max(q[c] + dx[c], lo0[c]), hi0[c])
+        for s, cs, boxed in self.sph:
+            if boxed:
+                theta = [t + dx[c] for t, c in zip(self.theta[s], cs, strict=True)]
+                self._set_sph(s, cs, _box_angles(theta, [lo0[c] for c in cs],
+                                                 [hi0[c] for c in cs]))
+            else:
+                m._quats[s] = quat_unit(quat_mul(m._quats[s], intrinsic_xyz(
+                    dx[cs[0]], dx[cs[1]], dx[cs[2]])))
+        m._fresh = False
+        m.update()
+
+    def set_state(self, x: Coords, quats: Sequence[Quat]) -> None:
+        """Put coordinates ``x`` (free spherical joints: ``quats``) into the model; FK."""
+        m = self.model
+        for c in range(self.n):
+            if m._col_info[c][0] != VIRTUAL:
+                m._q[c] = min(max(x[c], m._lo0[c]), m._hi0[c])
+        for s, cs, boxed in self.sph:
+            if boxed:
+                self._set_sph(s, cs, _box_angles([x[c] for c in cs], [m._lo0[c] for c in cs],
+                                                 [m._hi0[c] for c in cs]))
+            else:
+                m._quats[s] = quats[s]
+                for c in cs:
+                    m._q[c] = 0.0
+        m._fresh = False
+        m.update()
+
+    def offsets(self, x: Coords, anchor: tuple[Coords, Sequence[Quat]]) -> list[float]:
+        """Column motion from the state (``x``) to ``anchor`` (first order for free
+        spherical joints: the rotation vector in the joint's frame)."""
+        ax, aq = anchor
+        d = [a - b for a, b in zip(ax, x, strict=True)]
+        for s, cs, boxed in self.sph:
+            if not boxed:
+                cur = self.model._quats[s]
+                rel = quat_mul((cur[0], -cur[1], -cur[2], -cur[3]), aq[s])
+                d[cs[0]], d[cs[1]], d[cs[2]] = _quat_rotvec(rel)
+        return d
+
+    def anchor_of(self) -> tuple[Coords, list[Quat]]:
+        """The current state as an anchor (coordinates, quaternions)."""
+        return self.coords(), list(self.model._quats)
+
+    # -- residual and Jacobian --------------------------------------------------------
+    def set_targets(self, targets: Sequence[ArrayLike]) -> None:
+        """World 4x4 targets (metres), one per effector."""
+        if len(targets) != len(self.weights):
+            raise ValueError(f"need one target per effector ({len(self.weights)})")
+        self.targets = []
+        for t in targets:
+            (r0, r1, r2, p0), (r3, r4, r5, p1), (r6, r7, r8, p2) = np.asarray(
+                t, dtype=float)[:3].tolist()
+            self.targets.append(((r0, r1, r2, r3, r4, r5, r6, r7, r8), (p0, p1, p2)))
+
+    def measure(self) -> tuple[list[float], list[tuple[float, float]], float]:
+        """Weighted residual (position rows over the scale), per-effector ``(m, rad)``
+        errors, and the largest counted error over its tolerance (< 1: converged)."""
+        rows: list[float] = []
+        per = []
+        bad = 0.0
+        for k, (wp, wr) in enumerate(self.weights):
+            ex, ey, ez, rx, ry, rz = self.model.pose_error(k, *self.targets[k])
+            pe = math.sqrt(ex * ex + ey * ey + ez * ez)
+            oe = math.sqrt(rx * rx + ry * ry + rz * rz)
+            per.append((pe, oe))
+            if wp > 0.0:
+                f = wp / self.scale
+                rows += (ex * f, ey * f, ez * f)
+                bad = max(bad, pe / self.ptol)
+            if wr > 0.0:
+                rows += (rx * wr, ry * wr, rz * wr)
+                bad = max(bad, oe / self.otol)
+        return rows, per, bad
+
+    def columns(self) -> list[Sequence[float]]:
+        """The weighted Jacobian by columns, in the coordinates ``x`` (world frame)."""
+        model = self.model
+        parts = [model.jacobian_columns(k) for k in range(len(self.weights))]
+        for jac in parts:
+            for s, (c1, c2, c3), boxed in self.sph:
+                if boxed:  # d/d(a, b, c) of Rx(a) Ry(b) Rz(c): mix the local-axis columns
+                    _, b, g = self.theta[s]
+                    cb, sb, cg, sg = math.cos(b), math.sin(b), math.cos(g), math.sin(g)
+                    j1, j2, j3 = jac[c1], jac[c2], jac[c3]
+                    jac[c1] = tuple(cg * cb * u - sg * cb * v + sb * t
+                                    for u, v, t in zip(j1, j2, j3, strict=True))
+                    jac[c2] = tuple(sg * u + cg * v for u, v in zip(j1, j2, strict=True))
+        f0 = self.weights[0][0] / self.scale
+        if self.single:
+            wr = self.weights[0][1]
+            if wr == 1.0:
+                return [(a * f0, b * f0, c * f0, d, e, g) for a, b, c, d, e, g in parts[0]]
+            return [(a * f0, b * f0, c * f0, d * wr, e * wr, g * wr)
+                    for a, b, c, d, e, g in parts[0]]
+        out: list[list[float]] = [[] for _ in range(self.n)]
+        for jac, (wp, wr) in zip(parts, self.weights, strict=True):
+            f = wp / self.scale
+            for c, col in enumerate(jac):
+                if wp > 0.0:
+                    out[c] += (col[0] * f, col[1] * f, col[2] * f)
+                if wr > 0.0:
+                    out[c] += (col[3] * wr, col[4] * wr, col[5] * wr)
+        return out  # type: ignore[return-value]
+
+    # -- one search ---------------------------------------------------------------------
+    def run(self, budget: int, anchor: tuple[Coords, Sequence[Quat]] | None = None,
+            settle: int = 0) -> bool:  # fmt: skip
+        """LM iterations until converged (True), stalled or ``budget`` spent (best kept).
+
+        With an ``anchor`` each step is damped toward it instead of toward no motion;
+        ``settle`` more iterations then move toward it within the converged poses.
+        """
+        opts = self.options
+        e, per, bad = self.measure()
+        cost = 0.5 * sum(map(mul, e, e))
+        history = [bad]
+        multiplier = 1.0
+        used = 0
+        self.last_per = per
+        while bad >= 1.0 or settle > 0:
+            if bad < 1.0:
+                settle -= 1
+            elif used >= budget or _stalled(history):
+                return False
+            used += 1
+            self.iterations += 1
+            cols = self.columns()
+            x = self.coords()
+            d = [0.0] * self.n if anchor is None else self.offsets(x, anchor)
+            while True:  # until a step lowers the cost
+                w = multiplier * opts.damping * cost + opts.damping_floor
+                dx = _bounded_step(cols, e, x, self.lo, self.hi, w, d)
+                if dx is not None:
+                    before = self.save()
+                    self.apply(dx)
+                    e_new, per_new, bad_new = self.measure()
+                    cost_new = 0.5 * sum(map(mul, e_new, e_new))
+                    if cost_new < cost or (bad < 1.0 and bad_new < 1.0):
+                        break
+                    self.restore(before)
+                multiplier *= _GROW
+                if multiplier > _MAX_MULTIPLIER:
+                    return bad < 1.0
+            e, per, bad, cost = e_new, per_new, bad_new, cost_new
+            self.last_per = per
+            multiplier = max(multiplier * _SHRINK, 1.0)
+            history.append(bad)
+        return True
+
+    def margin(self, x: Coords) -> float:
+        """Smallest distance to a limit over the limited coordinates, as a fraction of
+        their range (0.5: all at mid-range; 1 when nothing is limited)."""
+        out = 1.0
+        for v, a, b in zip(x, self.lo, self.hi, strict=True):
+            if math.isfinite(a) and math.isfinite(b) and b > a:
+                out = min(out, (v - a) / (b - a), (b - v) / (b - a))
+        return out
+
+    def posture(self, x: Coords, gain: float) -> Coords:
+        """``x`` moved ``gain`` of the way to mid-range (coordinates with two limits)."""
+        return [v + gain * (0.5 * (a + b) - v) if math.isfinite(a) and math.isfinite(b) else v
+                for v, a, b in zip(x, self.lo, self.hi, strict=True)]
+
+    def randomize(self, rng: np.random.Generator) -> None:
+        """Every coordinate uniform within its box (unbounded: +-pi or +-scale m around
+        it); free spherical joints a uniform random rotation; FK."""
+        x = self.coords()
+        lo, hi = self.lo, self.hi
+        new = []
+        for c in range(self.n):
+            span = self.scale if self.prismatic[c] else math.pi
+            a = lo[c] if math.isfinite(lo[c]) else min(x[c], hi[c]) - span
+            b = hi[c] if math.isfinite(hi[c]) else max(x[c], lo[c]) + span
+            new.append(float(rng.uniform(a, b)))
+        quats = list(self.model._quats)
+        for s, _, boxed in self.sph:
+            if not boxed:
+                quats[s] = quat_unit(tuple(float(v) for v in rng.normal(size=4)))
+        self.set_state(new, quats)
+
+    def result(self, converged: bool, iterations: int, restarts: int) -> RobustResult:
+        per = self.measure()[1]
+        pe = max((p for (p, _), (wp, _) in zip(per, self.weights, strict=True) if wp > 0),
+                 default=0.0)
+        oe = max((o for (_, o), (_, wr) in zip(per, self.weights, strict=True) if wr > 0),
+                 default=0.0)
+        return RobustResult(converged, iterations, pe, oe, restarts, per)
+
+    def solve(self, budget: int, restarts: int, rng: np.random.Generator | None,
+              anchor: tuple[Coords, Sequence[Quat]] | None = None) -> RobustResult:  # fmt: skip
+        """One solve from the model's state; a stalled search restarts ``restarts`` times
+        from random states (the best state reached is kept)."""
+        self.canonical()
+        self.iterations = 0
+        converged = self.run(budget, anchor)
+        if converged or restarts <= 0 or self.n == 0:
+            return self.result(converged, self.iterations, 0)
+        rng = np.random.default_rng(self.options.seed) if rng is None else rng
+        best = (self.measure()[2], self.save())
+        used = 0
+        while used < restarts and not converged:
+            used += 1
+            self.randomize(rng)
+            converged = self.run(self.options.restart_iterations)
+            bad = self.measure()[2]
+            if converged or bad < best[0]:
+                best = (bad, self.save())
+        self.restore(best[1])
+        return self.result(converged, self.iterations, used)
+
+
+def _quat_rotvec(q: Sequence[float]) -> tuple[float, float, float]:
+    """Rotation vector (rad) of a unit quaternion, the short way round."""
+    w, x, y, z = q
+    if w < 0.0:
+        w, x, y, z = -w, -x, -y, -z
+    s = math.sqrt(x * x + y * y + z * z)
+    k = 2.0 if s < 1e-12 else 2.0 * math.atan2(s, w) / s
+    return (x * k, y * k, z * k)
+
+
+def _engine(model: CompiledKinematics, weights: Sequence[Weight] | None,
+            settings: SolverSettings, options: RobustOptions) -> _Fast:  # fmt: skip
+    """The model's float engine for these settings (kept on the model between calls)."""
+    key = (None if weights is None else tuple(map(tuple, weights)),
+           settings.position_tolerance, settings.orientation_tolerance, options)
+    cached = getattr(model, "_robust_engine", None)
+    if cached is not None and cached[0] == key:
+        eng: _Fast = cached[1]
+        return eng
+    eng = _Fast(model, weights, settings, options)
+    model._robust_engine = (key, eng)  # type: ignore[attr-defined]
+    return eng
+
+
+class _FastTracker:
+    """A trajectory on the float engine: predicted warm starts, then repair of jumps.
+
+    Frame ``i`` starts from ``x[i-1] + (x[i-1] - x[i-2])`` (constant velocity) and is
+    damped toward ``x[i-1]`` (the null-space motion stays small); a frame that cannot be
+    reached so is solved with restarts. Then every frame whose step is much larger than
+    its neighbours' (a flip to another family of solutions) or that failed is repaired:
+    the frames before it are solved again backward from the first good frame after it,
+    and replace the forward ones where the backward solutions join them (or reach
+    frame 0). Frames: world; coordinates rad / m.
+    """
+
+    def __init__(self, eng: _Fast, settings: SolverSettings,
+                 targets: Sequence[Sequence[ArrayLike]], rng: np.random.Generator) -> None:
+        self.eng, self.settings, self.targets, self.rng = eng, settings, targets, rng
+        self.frames: list[FrameSolution] = []
+
+    def snapshot(self, result: RobustResult) -> FrameSolution:
+        eng = self.eng
+        return FrameSolution(eng.model.save(), result, np.array(eng.coords()),
+                             list(eng.model._quats))
+
+    def load(self, sol: FrameSolution) -> None:
+        """Put a frame's state back into the model (engine angles included); FK."""
+        self.eng.set_state(sol.coords.tolist(), sol.quats)
+
+    def step(self, index: int, prev: FrameSolution, prev2: FrameSolution | None
+             ) -> FrameSolution:  # fmt: skip
+        """Frame ``index`` warm from ``prev`` (predicted with ``prev2``), no restarts."""
+        eng = self.eng
+        px = eng.posture(prev.coords.tolist(), eng.options.track_posture)
+        anchor = (px, prev.quats)
+        budget = self.settings.max_iterations
+        eng.set_targets(self.targets[index])
+        if prev2 is not None:
+            x = (2.0 * prev.coords - prev2.coords).tolist()
+            quats = [quat_unit(quat_mul(q1, quat_mul((q0[0], -q0[1], -q0[2], -q0[3]), q1)))
+                     for q0, q1 in zip(prev2.quats, prev.quats, strict=True)]
+            eng.set_state(x, quats)
+            result = eng.solve(budget, 0, None, anchor)
+            if result.converged:
+                return self.snapshot(result)
+        self.load(prev)
+        return self.snapshot(eng.solve(budget, 0, None, anchor))
+
+    def cold(self, index: int, start: FrameSolution | None, random_start: bool = False,
+             restarts: int | None = None) -> FrameSolution:  # fmt: skip
+        """Frame ``index`` with restarts, from ``start`` (None: the model's state) or from
+        a random state."""
+        eng = self.eng
+        if start is not None:
+            self.load(start)
+        if random_start:
+            eng.randomize(self.rng)
+        eng.set_targets(self.targets[index])
+        restarts = eng.options.max_restarts if restarts is None else restarts
+        budget = eng.options.restart_iterations if random_start else self.settings.max_iterations
+        return self.snapshot(eng.solve(budget, restarts, self.rng))
+
+    def first(self) -> FrameSolution:
+        """Frame 0: of several solutions (the cold solve's and random restarts'), each
+        moved toward mid-range within the solutions, the one farthest from the limits:
+        the branch most likely to follow the whole trajectory."""
+        eng = self.eng
+        best = self.cold(0, None)
+        if not best.result.converged or len(self.targets) == 1:  # one frame: no branch to follow
+            return best
+        mid = [0.5 * (a + b) if math.isfinite(a) and math.isfinite(b) else 0.0
+               for a, b in zip(eng.lo, eng.hi, strict=True)]
+        scored = []
+        for attempt in range(eng.options.candidates + 1):
+            if attempt:
+                eng.randomize(self.rng)
+                if not eng.run(eng.options.restart_iterations):
+                    continue
+            else:
+                self.load(best)
+            target = [m if math.isfinite(a) else v
+                      for m, a, v in zip(mid, eng.lo, eng.coords(), strict=True)]
+            eng.run(5, (target, list(eng.model._quats)), settle=5)
+            if eng.measure()[2] < 1.0:
+                sol = self.snapshot(eng.result(True, best.result.iterations, attempt))
+                scored.append((eng.margin(eng.coords()), attempt, sol))
+        return max(scored, key=lambda t: (t[0], -t[1]))[2] if scored else best
+
+    def run(self, progress: Progress | None) -> list[FrameSolution]:
+        total = len(self.targets)
+        frames = self.frames
+        for index in range(total):
+            if index == 0:
+                sol = self.first()
+            else:
+                sol = self.step(index, frames[-1], frames[-2] if index > 1 else None)
+                if not sol.result.converged:
+                    sol = self.cold(index, frames[-1])
+            frames.append(sol)
+            if progress is not None:
+                progress(index + 1, total)
+        self.repair()
+        return frames
+
+    # -- repair -------------------------------------------------------------------------
+    def steps(self, frames: Sequence[FrameSolution] | None = None) -> list[float]:
+        """Largest coordinate change into each frame (rad, m; the first: 0)."""
+        frames = self.frames if frames is None else frames
+        out = [0.0]
+        for a, b in zip(frames, frames[1:], strict=False):
+            out.append(_gap(a, b))
+        return out
+
+    def suspect(self, steps: list[float], start: int) -> int | None:
+        """The first frame from ``start`` that failed or whose step is far above the
+        steps around it (a flip to another family of solutions)."""
+        frames = self.frames
+        for i in range(max(start, 1), len(frames)):
+            if not frames[i].result.converged:
+                return i
+            around = sorted(steps[max(1, i - 8):i] + steps[i + 1:i + 9])
+            usual = around[len(around) // 2] if around else 0.0
+            if steps[i] > 3.0 * usual + 1e-3:
+                return i
+        return None
+
+    def repair(self) -> None:
+        """Bridge every suspect frame (class docstring), at most ``2 * candidates`` times."""
+        start, budget = 1, 2 * self.eng.options.candidates
+        steps = self.steps()
+        while budget > 0:
+            i = self.suspect(steps, start)
+            if i is None:
+                return
+            budget -= 1
+            if self.bridge(i, steps):
+                steps = self.steps()
+            start = i + 1
+
+    def bridge(self, i: int, steps: list[float]) -> bool:
+        """Replace the frames around suspect ``i`` by the smoothest of several solutions
+        of frame ``j`` (``i`` or the first converged frame after it), each tracked
+        backward until it joins the earlier frames (or reaches frame 0) and forward until
+        it joins the later ones. True when something was replaced."""
+        frames, opts = self.frames, self.eng.options
+        j = i
+        while j < len(frames) and not frames[j].result.converged:
+            j += 1
+        old_worst = max(steps[max(1, i - 1):j + 2], default=0.0)
+        if j == len(frames):
+            if j - i < 2:
+                return False
+            j, old_worst = i - 1, math.inf  # a failing tail: track it again from before
+        cands = [frames[j]]
+        for _ in range(opts.candidates):
+            cand = self.cold(j, frames[j - 1] if j else None, random_start=True, restarts=2)
+            if cand.result.converged:
+                cands.append(cand)
+        best: tuple[float, int, list[FrameSolution], int] | None = None
+        for cand in cands:
+            back_worst, first, back = self.backward(j, cand, steps)
+            fwd_worst, fwd = self.forward(j, cand, steps)
+            worst = max(back_worst, fwd_worst)
+            if best is None or worst < best[0]:
+                best = (worst, first, back + fwd, j + 1 + len(fwd))
+        if best is None or not best[0] < old_worst:
+            return False
+        _, first, chain, end = best
+        frames[first:end] = chain
+        return True
+
+    def backward(self, j: int, cand: FrameSolution, steps: list[float]
+                 ) -> tuple[float, int, list[FrameSolution]]:  # fmt: skip
+        """Track ``cand`` (frame ``j``) backward until it joins the solved frames:
+        ``(largest step of the joined path there, first frame replaced, solutions of
+        frames first .. j)``."""
+        frames = self.frames
+        chain = [cand]  # chain[t] solves frame j - t
+        worst = 0.0
+        for k in range(j - 1, max(-1, j - 1 - self.eng.options.lookback), -1):
+            sol = self.step(k, chain[-1], chain[-2] if len(chain) > 1 else None)
+            if not sol.result.converged:
+                break
+            worst = max(worst, _gap(sol, chain[-1]))
+            chain.append(sol)
+            if k == 0:
+                return worst, 0, chain[::-1]
+            join = _gap(frames[k - 1], sol)
+            if frames[k - 1].result.converged and join <= _own(steps, k - 1):
+                return max(worst, join), k, chain[::-1]
+        k = j - len(chain) + 1  # the earliest frame solved: joins frame k - 1 as it can
+        join = _gap(frames[k - 1], chain[-1]) if k > 0 else 0.0
+        return max(worst, join), k, chain[::-1]
+
+    def forward(self, j: int, cand: FrameSolution, steps: list[float]
+                ) -> tuple[float, list[FrameSolution]]:  # fmt: skip
+        """Track ``cand`` (frame ``j``) forward until it joins the solved frames:
+        ``(largest step there, solutions of frames j + 1 ..)``."""
+        frames = self.frames
+        if cand is frames[j]:
+            return (_gap(cand, frames[j + 1]) if j + 1 < len(frames) else 0.0), []
+        chain = [cand]
+        worst = 0.0
+        for k in range(j + 1, min(len(frames), j + 1 + self.eng.options.lookahead)):
+            sol = self.step(k, chain[-1], chain[-2] if len(chain) > 1 else None)
+            if not sol.result.converged:
+                return math.inf, chain[1:]
+            worst = max(worst, _gap(chain[-1], sol))
+            chain.append(sol)
+            if frames[k].result.converged and _gap(sol, frames[k]) <= _own(steps, k):
+                return worst, chain[1:]
+        end = j + len(chain)
+        join = _gap(chain[-1], frames[end]) if end < len(frames) else 0.0
+        return max(worst, join), chain[1:]
+
+
+def _gap(a: FrameSolution, b: FrameSolution) -> float:
+    """Largest coordinate difference between two frames (rad, m)."""
+    return max(map(abs, map(float.__sub__, a.coords.tolist(), b.coords.tolist())), default=0.0)
+
+
+def _own(steps: list[float], k: int) -> float:
+    """The solved frames' own motion around frame ``k``: the largest step nearby."""
+    return max(steps[max(1, k - 2):k + 3], default=0.0)
