@@ -146,18 +146,27 @@ def simulate(
         solved = [(f.state, f.result) for f in solve_trajectory(
             model, per_frame, settings, weights=weights, options=options,
             cold_start=not warm_start, progress=progress)]
+    fixed = skeleton.joint_values()  # the T-pose: joints off the paths keep it
     for frame, frame_targets, (state, res) in zip(numbers, per_frame, solved, strict=True):
-        model.restore(state)
-        model.update()
-        per = getattr(res, "effector_errors", None) or _effector_errors(model, frame_targets)
+        per = getattr(res, "effector_errors", None)
+        if not per and len(names) == 1:  # one effector: the result's errors are its own
+            per = [(res.position_error, res.orientation_error)]
+        if not per:
+            model.restore(state)
+            model.update()
+            per = _effector_errors(model, frame_targets)
         records.append(
             FrameRecord(frame, res.converged, res.iterations, res.position_error,
                         res.orientation_error,
                         {name: {"position_error": pe, "orientation_error": oe}
                          for name, (pe, oe) in zip(names, per, strict=True)})
         )
-        model.write_back(skeleton, fk=False)  # joint values need no FK
-        frames.append({"frame": frame, "joints": skeleton.joint_values()})
+        values = model.joint_values(state)  # from the saved state: no FK, no joint objects
+        frames.append({"frame": frame, "joints": {name: values.get(name, entry)
+                                                  for name, entry in fixed.items()}})
+    if solved:
+        model.restore(solved[-1][0])
+        model.update()
     model.write_back(skeleton)  # the last frame's pose, FK current
     align_quaternion_signs(frames)
     return BakeResult(records, frames, ",".join(names), method, time.perf_counter() - start,

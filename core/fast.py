@@ -139,6 +139,17 @@ def rotvec_of(m: Sequence[float]) -> Vec3:
     return (x * k, y * k, z * k)
 
 
+def euler_xyz_of(m: Sequence[float]) -> Vec3:
+    """XYZ Euler angles (``Rz Ry Rx``, rad) of a row-major rotation matrix, exactly as
+    ``rotations.matrix_to_euler_xyz``."""
+    m00, m01, _, m10, m11, _, m20, m21, m22 = m
+    cy = math.hypot(m00, m10)
+    y = math.atan2(-m20, cy)
+    if cy > 1e-9:
+        return (math.atan2(m21, m22), y, math.atan2(m10, m00))
+    return (0.0, y, math.atan2(-m01, m11))
+
+
 def solve_spd(a: list[list[float]], b: Sequence[float]) -> list[float] | None:
     """``x`` with ``a x = b`` by Cholesky; None when ``a`` is not numerically positive definite."""
     m = len(b)
@@ -490,6 +501,7 @@ class CompiledKinematics:
         self._hi = list(self._hi0)
         self._quats: list[Quat] = []
         self._sph_names: list[str] = []
+        self._sph_cols: list[tuple[int, int, int]] = []
         # per column: (kind, path joint, coordinate axis or -1, unit axis); owner joint
         self._col_info: list[tuple[int, int, int, Vec3]] = [(REVOLUTE, 0, -1, ZERO)] * self.n
         self._col_joint: list[tuple[str, int]] = [("", -1)] * self.n
@@ -520,6 +532,7 @@ class CompiledKinematics:
                 op = _spherical_op(f, i, parent, off, self, cs, len(self._sph_names))
                 step = (i, SPHERICAL, parent, off, -1, -1, None, op)
                 self._sph_names.append(name)
+                self._sph_cols.append(cs)  # type: ignore[arg-type]
                 self._quats.append((1.0, 0.0, 0.0, 0.0))
                 for k, (c, lim) in enumerate(zip(cs, j.limits, strict=True)):
                     self._col_info[c] = (VIRTUAL, i, k, ZERO)
@@ -676,6 +689,29 @@ class CompiledKinematics:
             sp.virtual_fix.quaternion = sp.quaternion.copy()  # type: ignore[attr-defined]
         if fk:
             skeleton.update()
+
+    def joint_values(self, state: object) -> dict[str, dict[str, Any]]:
+        """SPEC 3.3 entries (radians, metres, ``[w, x, y, z]``) of the model's joints in a
+        ``save()`` state, without FK: what ``write_back`` + ``Skeleton.joint_values`` give
+        (increments at or above the sync threshold folded in). Joints off the effectors'
+        paths are not included."""
+        q, _, _, quats = state  # type: ignore[misc]
+        out: dict[str, dict[str, Any]] = {}
+        for c, (name, k) in enumerate(self._col_joint):
+            if k < 0:
+                if self._col_info[c][0] == PRISMATIC:
+                    out[name] = {"type": "prismatic", "displacement": q[c]}
+                else:
+                    out[name] = {"type": "revolute", "angle": q[c]}
+        for s, name in enumerate(self._sph_names):
+            c1, c2, c3 = self._sph_cols[s]
+            a, b, g = q[c1], q[c2], q[c3]
+            quat = quat_unit(quats[s])
+            if max(abs(a), abs(b), abs(g)) >= SYNC_THRESHOLD:
+                quat = quat_unit(quat_mul(quat, intrinsic_xyz(a, b, g)))
+            out[name] = {"type": "spherical", "euler": list(euler_xyz_of(quat_mat(quat))),
+                         "quaternion": list(quat)}
+        return out
 
     def read_from(self, skeleton: Skeleton) -> None:
         for c in range(self.n):

@@ -524,6 +524,7 @@ class FrameSolution:
     result: RobustResult
     coords: Array
     quats: list[Quat] = field(default_factory=list)  # spherical quaternions (w, x, y, z)
+    x: list[float] = field(default_factory=list)  # ``coords`` as floats (float engine)
 
 
 class _Tracker:
@@ -804,15 +805,25 @@ def _damped(cols: list[Sequence[float]], r: list[float], w: float,
     fewer columns than rows; None when the system is not numerically solvable.
     """
     m, k = len(r), len(cols)
+    if m == 6 and k >= 6:
+        r0, r1, r2, r3, r4, r5 = r
+        for (c0, c1, c2, c3, c4, c5), dj in zip(cols, d, strict=True):
+            if dj:
+                r0 -= c0 * dj
+                r1 -= c1 * dj
+                r2 -= c2 * dj
+                r3 -= c3 * dj
+                r4 -= c4 * dj
+                r5 -= c5 * dj
+        s = dls6(cols, w, (r0, r1, r2, r3, r4, r5))
+        return None if s is None else [sj + dj for sj, dj in zip(s, d, strict=True)]
     if any(d):
         r = r[:]
         for col, dj in zip(cols, d, strict=True):
             if dj:
                 for i in range(m):
                     r[i] -= col[i] * dj
-    if m == 6 and k >= 6:
-        s = dls6(cols, w, r)
-    elif m <= k:
+    if m <= k:
         rows = list(zip(*cols, strict=True))
         a = [[sum(map(mul, ri, rj)) for rj in rows] for ri in rows]
         for i in range(m):
@@ -882,6 +893,9 @@ class _Fast:
         self.lo: Coords = list(model._lo0)  # the boxes: limits and spherical angle limits
         self.hi: Coords = list(model._hi0)
         self.prismatic = [info[0] == PRISMATIC for info in model._col_info]
+        self.real = [c for c in range(n) if model._col_info[c][0] != VIRTUAL]
+        self.mid = [0.5 * (a + b) if math.isfinite(a) and math.isfinite(b) else None
+                    for a, b in zip(self.lo, self.hi, strict=True)]  # None: no limits
         cols_of: dict[str, list[int]] = {}
         for c in range(n):
             name, k = model._col_joint[c]
@@ -911,10 +925,14 @@ class _Fast:
         """Fold pending increments, clip into the boxes, re-derive angles and limits; FK."""
         m = self.model
         q, lo0, hi0 = m._q, m._lo0, m._hi0
-        for c in range(self.n):
-            if m._col_info[c][0] != VIRTUAL:
-                q[c] = min(max(q[c], lo0[c]), hi0[c])
+        changed = False
+        for c in self.real:
+            v = q[c]
+            if not lo0[c] <= v <= hi0[c]:
+                q[c] = min(max(v, lo0[c]), hi0[c])
+                changed = True
         for s, cs, boxed in self.sph:
+            changed = True
             quat = m._quats[s]
             a, b, g = (q[c] for c in cs)
             if a or b or g:
@@ -927,7 +945,8 @@ class _Fast:
                 m._quats[s] = quat
                 for c in cs:
                     q[c] = 0.0
-        m._fresh = False
+        if changed:
+            m._fresh = False
         m.update()
 
     def _set_sph(self, s: int, cs: tuple[int, int, int], theta: list[float]) -> None:
@@ -960,9 +979,9 @@ class _Fast:
         """``x += dx`` (inside the boxes); free spherical increments folded; FK."""
         m = self.model
         q, lo0, hi0 = m._q, m._lo0, m._hi0
-        for c in range(self.n):
-            if m._col_info[c][0] != VIRTUAL:
-                q[c] = min(max(q[c] + dx[c], lo0[c]), hi0[c])
+        for c in self.real:
+            v = q[c] + dx[c]
+            q[c] = lo0[c] if v < lo0[c] else hi0[c] if v > hi0[c] else v
         for s, cs, boxed in self.sph:
             if boxed:
                 theta = [t + dx[c] for t, c in zip(self.theta[s], cs, strict=True)]
@@ -977,9 +996,8 @@ class _Fast:
     def set_state(self, x: Coords, quats: Sequence[Quat]) -> None:
         """Put coordinates ``x`` (free spherical joints: ``quats``) into the model; FK."""
         m = self.model
-        for c in range(self.n):
-            if m._col_info[c][0] != VIRTUAL:
-                m._q[c] = min(max(x[c], m._lo0[c]), m._hi0[c])
+        for c in self.real:
+            m._q[c] = min(max(x[c], m._lo0[c]), m._hi0[c])
         for s, cs, boxed in self.sph:
             if boxed:
                 self._set_sph(s, cs, _box_angles([x[c] for c in cs], [m._lo0[c] for c in cs],
@@ -1124,8 +1142,8 @@ class _Fast:
 
     def posture(self, x: Coords, gain: float) -> Coords:
         """``x`` moved ``gain`` of the way to mid-range (coordinates with two limits)."""
-        return [v + gain * (0.5 * (a + b) - v) if math.isfinite(a) and math.isfinite(b) else v
-                for v, a, b in zip(x, self.lo, self.hi, strict=True)]
+        return [v + gain * (m - v) if m is not None else v
+                for v, m in zip(x, self.mid, strict=True)]
 
     def randomize(self, rng: np.random.Generator) -> None:
         """Every coordinate uniform within its box (unbounded: +-pi or +-scale m around
@@ -1144,8 +1162,10 @@ class _Fast:
                 quats[s] = quat_unit(tuple(float(v) for v in rng.normal(size=4)))
         self.set_state(new, quats)
 
-    def result(self, converged: bool, iterations: int, restarts: int) -> RobustResult:
-        per = self.measure()[1]
+    def result(self, converged: bool, iterations: int, restarts: int,
+               per: list[tuple[float, float]] | None = None) -> RobustResult:  # fmt: skip
+        """The result for the current state (``per``: its errors, if measured)."""
+        per = self.measure()[1] if per is None else per
         pe = max((p for (p, _), (wp, _) in zip(per, self.weights, strict=True) if wp > 0),
                  default=0.0)
         oe = max((o for (_, o), (_, wr) in zip(per, self.weights, strict=True) if wr > 0),
@@ -1160,7 +1180,7 @@ class _Fast:
         self.iterations = 0
         converged = self.run(budget, anchor)
         if converged or restarts <= 0 or self.n == 0:
-            return self.result(converged, self.iterations, 0)
+            return self.result(converged, self.iterations, 0, self.last_per)
         rng = np.random.default_rng(self.options.seed) if rng is None else rng
         best = (self.measure()[2], self.save())
         used = 0
@@ -1218,23 +1238,27 @@ class _FastTracker:
 
     def snapshot(self, result: RobustResult) -> FrameSolution:
         eng = self.eng
-        return FrameSolution(eng.model.save(), result, np.array(eng.coords()),
-                             list(eng.model._quats))
+        x = eng.coords()
+        return FrameSolution(eng.model.save(), result, np.array(x), list(eng.model._quats), x)
 
     def load(self, sol: FrameSolution) -> None:
         """Put a frame's state back into the model (engine angles included); FK."""
-        self.eng.set_state(sol.coords.tolist(), sol.quats)
+        self.eng.set_state(sol.x, sol.quats)
 
-    def step(self, index: int, prev: FrameSolution, prev2: FrameSolution | None
-             ) -> FrameSolution:  # fmt: skip
-        """Frame ``index`` warm from ``prev`` (predicted with ``prev2``), no restarts."""
+    def step(self, index: int, prev: FrameSolution, prev2: FrameSolution | None,
+             prev3: FrameSolution | None = None) -> FrameSolution:  # fmt: skip
+        """Frame ``index`` warm from ``prev`` (predicted with ``prev2`` and ``prev3``: a
+        line or a parabola through them), no restarts."""
         eng = self.eng
-        px = eng.posture(prev.coords.tolist(), eng.options.track_posture)
+        px = eng.posture(prev.x, eng.options.track_posture)
         anchor = (px, prev.quats)
         budget = self.settings.max_iterations
         eng.set_targets(self.targets[index])
         if prev2 is not None:
-            x = (2.0 * prev.coords - prev2.coords).tolist()
+            if prev3 is None:
+                x = [2.0 * a - b for a, b in zip(prev.x, prev2.x, strict=True)]
+            else:
+                x = [3.0 * (a - b) + c for a, b, c in zip(prev.x, prev2.x, prev3.x, strict=True)]
             quats = [quat_unit(quat_mul(q1, quat_mul((q0[0], -q0[1], -q0[2], -q0[3]), q1)))
                      for q0, q1 in zip(prev2.quats, prev.quats, strict=True)]
             eng.set_state(x, quats)
@@ -1291,7 +1315,8 @@ class _FastTracker:
             if index == 0:
                 sol = self.first()
             else:
-                sol = self.step(index, frames[-1], frames[-2] if index > 1 else None)
+                sol = self.step(index, frames[-1], frames[-2] if index > 1 else None,
+                                frames[-3] if index > 2 else None)
                 if not sol.result.converged:
                     sol = self.cold(index, frames[-1])
             frames.append(sol)
@@ -1414,7 +1439,7 @@ class _FastTracker:
 
 def _gap(a: FrameSolution, b: FrameSolution) -> float:
     """Largest coordinate difference between two frames (rad, m)."""
-    return max(map(abs, map(float.__sub__, a.coords.tolist(), b.coords.tolist())), default=0.0)
+    return max(map(abs, map(float.__sub__, a.x, b.x)), default=0.0)
 
 
 def _own(steps: list[float], k: int) -> float:
