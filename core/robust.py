@@ -86,7 +86,9 @@ class RobustOptions:
     candidates: int = 16  # trajectories: restarts tried to bridge a lost frame
     probe_restarts: int = 20  # trajectories: restarts deciding a frame is unreachable
     lookahead: int = 60  # trajectories: frames a bridging candidate must survive
-    lookback: int = 600  # trajectories: frames a bridging candidate is tracked backward
+    lookback: int = 300  # trajectories: frames a bridging candidate is tracked backward
+    bridges: int = 3  # trajectories: flips repaired at most (0: none; see _FastTracker)
+    bridge_candidates: int = 4  # trajectories: solutions tried per flip repaired
 
 
 @dataclass
@@ -1343,13 +1345,13 @@ class _FastTracker:
                 return i
             around = sorted(steps[max(1, i - 8):i] + steps[i + 1:i + 9])
             usual = around[len(around) // 2] if around else 0.0
-            if steps[i] > 3.0 * usual + 1e-3:
+            if steps[i] > 10.0 * usual + 0.05:
                 return i
         return None
 
     def repair(self) -> None:
-        """Bridge every suspect frame (class docstring), at most ``2 * candidates`` times."""
-        start, budget = 1, 2 * self.eng.options.candidates
+        """Bridge suspect frames (class docstring), at most ``options.bridges`` of them."""
+        start, budget = 1, self.eng.options.bridges
         steps = self.steps()
         while budget > 0:
             i = self.suspect(steps, start)
@@ -1375,7 +1377,7 @@ class _FastTracker:
                 return False
             j, old_worst = i - 1, math.inf  # a failing tail: track it again from before
         cands = [frames[j]]
-        for _ in range(opts.candidates):
+        for _ in range(opts.bridge_candidates):
             cand = self.cold(j, frames[j - 1] if j else None, random_start=True, restarts=2)
             if cand.result.converged:
                 cands.append(cand)
