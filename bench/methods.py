@@ -176,6 +176,11 @@ class DhikRobust(DhikCompiled):
 
         return solve_trajectory(self.model, [[t] for t in targets], self.s)
 
+    def trajectory_times(self, solved: Any) -> list[float] | None:
+        """Each frame's own solve time (s) in the forward pass, when recorded."""
+        times = [getattr(frame, "seconds", 0.0) for frame in solved]
+        return times if any(times) else None
+
     def trajectory_answers(self, solved: Any) -> tuple[list[dict[str, Any]], list[int]]:
         values, iterations = [], []
         for frame in solved:

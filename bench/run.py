@@ -38,6 +38,7 @@ SPEC_TOL = (1e-3, 1e-1)  # m, rad
 TIGHT_TOL = (1e-5, 1e-4)
 SEED_A, SEED_B = 12345, 2
 BAKE_METHODS = ("spec", "robust")  # workload C rows: one per `dhik bake --method`
+FLIP_SEEDS = tuple(range(100, 110))  # arm7: ten random smooth trajectories for the flips
 
 
 def check(scene: Scene, values: dict[str, Any], target: np.ndarray) -> dict[str, Any]:
@@ -58,9 +59,26 @@ def check(scene: Scene, values: dict[str, Any], target: np.ndarray) -> dict[str,
     }
 
 
+def jumps(scene: Scene, answers: list[dict[str, Any]], truth: np.ndarray) -> dict[str, Any]:
+    """Flips of a trajectory's answers against the true channel path (rad, m): frames
+    (from frame 2 on: frame 1 may come from a cold frame 0) where a channel moves more
+    than twice its own largest true step (``per_channel``), or more than twice the
+    largest true step of any channel (``overall``), and the largest such ratio."""
+    got = np.array([scene.channels_of(v) for v in answers])
+    true_step = np.abs(np.diff(truth, axis=0)).max(axis=0)
+    steps = np.abs(np.diff(got[1:], axis=0))
+    per = (steps > 2.0 * true_step).any(axis=1)
+    overall = steps.max(axis=1) > 2.0 * true_step.max()
+    return {"per_channel": int(per.sum()), "overall": int(overall.sum()),
+            "max_ratio": float((steps / true_step).max()) if steps.size else 0.0,
+            "max_overall_ratio": float(steps.max() / true_step.max()) if steps.size else 0.0}
+
+
 def run_workload(method: Method, scene: Scene, targets: list[np.ndarray], warm: bool,
-                 repeats: int) -> dict[str, Any]:
-    """Solve ``targets`` cold (A) or as a warm-started trajectory (B)."""
+                 repeats: int, truth: np.ndarray | None = None) -> dict[str, Any]:
+    """Solve ``targets`` cold (A) or as a warm-started trajectory (B; ``truth``: its true
+    channel path, for the flip count)."""
+    answers: list[dict[str, Any]] = []
     medians, means = [], []
     checks: list[dict[str, Any]] = []
     iters: list[int] = []
@@ -71,12 +89,14 @@ def run_workload(method: Method, scene: Scene, targets: list[np.ndarray], warm: 
             t0 = time.perf_counter()
             solved = method.trajectory(targets)
             per_frame = (time.perf_counter() - t0) / len(targets)
-            medians.append(per_frame * 1e6)
+            own = method.trajectory_times(solved)  # per frame, when the method records it
+            medians.append(statistics.median(own or [per_frame]) * 1e6)
             means.append(per_frame * 1e6)
             if run == 0:
                 values, iters = method.trajectory_answers(solved)
                 checks = [check(scene, v, t) for v, t in zip(values, targets, strict=True)]
-                first = [per_frame] * len(targets)
+                first = own or [per_frame] * len(targets)
+                answers = values
         repeats = 0
     for run in range(repeats):
         times = []
@@ -88,7 +108,10 @@ def run_workload(method: Method, scene: Scene, targets: list[np.ndarray], warm: 
             it = method.solve(target, warm and i > 0)
             times.append(time.perf_counter() - t0)
             if run == 0:
-                checks.append(check(scene, method.values(), target))
+                answer = method.values()
+                checks.append(check(scene, answer, target))
+                if warm:
+                    answers.append(answer)
                 if it is not None:
                     iters.append(it)
             elif warm:
@@ -98,7 +121,12 @@ def run_workload(method: Method, scene: Scene, targets: list[np.ndarray], warm: 
         means.append(statistics.mean(times) * 1e6)
     n = len(checks)
     good = [t * 1e6 for t, c in zip(first, checks, strict=True) if c["spec"]]
+    if warm and truth is not None and answers:
+        flips = jumps(scene, answers, truth)
+    else:
+        flips = None
     return {
+        "jumps": flips,
         "n": n,
         "success_spec": sum(c["spec"] for c in checks) / n,
         "success_tight": sum(c["tight"] for c in checks) / n,
@@ -206,6 +234,53 @@ def run_blender(scene: Scene, a: list[np.ndarray], b: list[np.ndarray], python: 
     return rows
 
 
+def run_blender_bake(scene: Scene, long: list[np.ndarray], block: int, python: str
+                     ) -> dict[str, Any]:  # fmt: skip
+    """A ``block``-frame and a ``len(long)``-frame bake inside Blender through the add-on's
+    operators (bench/blender_bake.py in the bpy venv): wall times (s) and their ratio."""
+    if not Path(python).exists():
+        return {"unavailable": f"no bpy venv at {python}"}
+    out: dict[str, Any] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for key, targets in (("small", long[:block]), ("large", long)):
+            folder = Path(tmp) / key
+            folder.mkdir()
+            skel, tpath = write_scene_files(scene, targets, folder)
+            res = folder / "out.json"
+            proc = subprocess.run([python, str(HERE / "blender_bake.py"), str(skel), str(tpath),
+                                   str(res)], capture_output=True, text=True, timeout=600)
+            if proc.returncode != 0 or not res.exists():
+                tail = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
+                return {"unavailable": " | ".join(tail)}
+            out[key] = json.loads(res.read_text())
+    out["ratio"] = out["large"]["wall_s"] / out["small"]["wall_s"]
+    return out
+
+
+def random_trajectory_flips(scene: Scene, frames: int, seeds: tuple[int, ...]
+                            ) -> list[dict[str, Any]]:  # fmt: skip
+    """dhik robust (``robust.solve_trajectory``, tight tolerances) on random smooth
+    trajectories: converged frames and :func:`jumps` per seed."""
+    from methods import DhikRobust
+
+    method = DhikRobust("dhik robust")
+    method.setup(scene)
+    out = []
+    for seed in seeds:
+        truth = scene.trajectory_channels(frames, seed)
+        targets = [scene.chain.fk(scene.values(x), scene.effector) for x in truth]
+        method.start()
+        t0 = time.perf_counter()
+        solved = method.trajectory(targets)
+        wall = time.perf_counter() - t0
+        values, _ = method.trajectory_answers(solved)
+        checks = [check(scene, v, t) for v, t in zip(values, targets, strict=True)]
+        out.append({"seed": seed, "frames": frames, "wall_s": wall,
+                    "tight": sum(c["tight"] for c in checks),
+                    **jumps(scene, values, truth)})
+    return out
+
+
 def versions() -> dict[str, str]:
     out = {"python": platform.python_version(), "machine": platform.machine(),
            "cpus": str(os.cpu_count())}
@@ -256,6 +331,37 @@ def markdown(result: dict[str, Any]) -> str:
                      f"{lin['frames_small']} frames {lin['s_small']:.2f} s, "
                      f"{lin['frames_large']} frames {lin['s_large']:.2f} s; time ratio "
                      f"{lin['ratio']:.2f} (per-frame cost ratio {lin['per_frame_ratio']:.2f}).")
+    flips = [(r["scene"], r["method"], r["jumps"]) for r in result["rows"]
+             if r.get("jumps") is not None]
+    if flips:
+        lines += ["", "Flips on B (frames 2..: frames where a joint moves more than twice its own "
+                  "largest true per-frame step / more than twice the largest true step of any "
+                  "joint; the largest ratios):", ""]
+        for scene, method, j in flips:
+            lines.append(f"- {scene}, {method}: {j['per_channel']} / {j['overall']} frames; "
+                         f"ratio {j['max_ratio']:.1f} / {j['max_overall_ratio']:.1f}")
+    if result.get("flips"):
+        lines += ["", "dhik robust on ten random smooth arm7 trajectories (seeds "
+                  f"{result['flips'][0]['seed']}..{result['flips'][-1]['seed']}, "
+                  f"{result['flips'][0]['frames']} frames, 1e-5 m / 1e-4 rad), converged "
+                  "frames and flips as above:", ""]
+        for f in result["flips"]:
+            lines.append(f"- seed {f['seed']}: {f['tight']}/{f['frames']} converged, "
+                         f"{f['per_channel']} / {f['overall']} frames, ratio "
+                         f"{f['max_ratio']:.1f} / {f['max_overall_ratio']:.1f}, "
+                         f"{1e6 * f['wall_s'] / f['frames']:.0f} µs per frame")
+    bb = result.get("blender_bake")
+    if bb:
+        lines.append("")
+        if "unavailable" in bb:
+            lines.append(f"Bake inside Blender: unavailable: {bb['unavailable']}")
+        else:
+            lines.append(
+                "Bake inside Blender (bench/blender_bake.py: the add-on's import_skeleton, "
+                "import_targets and bake with animation_path set, robust method, the panel's "
+                f"tolerances; arm7): {bb['small']['frames']} frames {bb['small']['wall_s']:.2f} s"
+                f" wall (imports {bb['small']['import_s']:.2f} s), {bb['large']['frames']} "
+                f"frames {bb['large']['wall_s']:.2f} s; ratio {bb['ratio']:.2f}.")
     lines.append("")
     lines.append("Versions: " + ", ".join(f"{k} {v}" for k, v in result["versions"].items()))
     return "\n".join(lines) + "\n"
@@ -280,7 +386,8 @@ def main(argv: list[str] | None = None) -> int:
     scenes = [s for s in load_scenes() if args.scenes is None or s.name in args.scenes]
     for scene in scenes:
         a = scene.poses(args.poses, SEED_A)
-        b = scene.trajectory(args.frames, SEED_B)
+        truth = scene.trajectory_channels(args.frames, SEED_B)
+        b = [scene.chain.fk(scene.values(x), scene.effector) for x in truth]
         for method in METHODS:
             if args.methods and not any(m in method.name for m in args.methods):
                 continue
@@ -300,7 +407,7 @@ def main(argv: list[str] | None = None) -> int:
                 if reps < args.repeats:
                     note = "; ".join(x for x in (note, f"{reps} timing run") if x)
                 t0 = time.perf_counter()
-                res = run_workload(method, scene, targets, warm, reps)
+                res = run_workload(method, scene, targets, warm, reps, truth if warm else None)
                 res.update(scene=scene.name, method=method.name, workload=wl, note=note)
                 rows.append(res)
                 print(f"[{time.perf_counter() - started:6.0f} s] {scene.name} {method.name} "
@@ -337,7 +444,12 @@ def main(argv: list[str] | None = None) -> int:
                 "s_large": large["wall_s"], "ratio": large["wall_s"] / small["wall_s"],
                 "per_frame_ratio": (large["wall_s"] / large["n"])
                 / (small["wall_s"] / small["n"])})
+        blender_bake = run_blender_bake(arm, long, block, args.bpy_python)
+        flips = random_trajectory_flips(arm, args.frames, FLIP_SEEDS)
+    else:
+        blender_bake, flips = None, None
     result = {"rows": rows, "linearity": linearity, "versions": versions(),
+              "blender_bake": blender_bake, "flips": flips,
               "settings": {"poses": args.poses, "frames": args.frames,
                            "repeats": args.repeats, "seed_A": SEED_A, "seed_B": SEED_B,
                            "spec_tol": SPEC_TOL, "tight_tol": TIGHT_TOL},

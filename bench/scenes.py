@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from refk import Chain, matrix_quat, rot_xyz_intrinsic
+from refk import Chain, intrinsic_angles, matrix_quat, quat_matrix, rot_xyz_intrinsic
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -120,6 +120,12 @@ class Scene:
 
         With ``block``, whole periods (1, 2 or 3) per ``block`` frames: the path repeats
         itself every ``block`` frames (for the bake's cost-per-frame comparison)."""
+        return [self.chain.fk(self.values(x), self.effector)
+                for x in self.trajectory_channels(frames, seed, block)]
+
+    def trajectory_channels(self, frames: int, seed: int, block: int | None = None
+                            ) -> np.ndarray:  # fmt: skip
+        """The channel vectors (frames, channels) whose FK is :meth:`trajectory`."""
         rng = np.random.default_rng(seed)
         lo, hi = self.bounds()
         mid, half = (lo + hi) / 2, (hi - lo) / 2
@@ -129,8 +135,15 @@ class Scene:
             periods = rng.integers(1, 4, len(lo)).astype(float)
         phase = rng.uniform(0.0, 2 * math.pi, len(lo))
         t = np.arange(frames)[:, None] / (block or frames)
-        xs = mid + 0.6 * half * np.sin(2 * math.pi * periods * t + phase)
-        return [self.chain.fk(self.values(x), self.effector) for x in xs]
+        return mid + 0.6 * half * np.sin(2 * math.pi * periods * t + phase)
+
+    def channels_of(self, values: dict[str, Any]) -> np.ndarray:
+        """Inverse of :meth:`values`: one channel vector (spherical: intrinsic XYZ angles)."""
+        out = []
+        for name, k, _, _ in self.channels:
+            v = values[name]
+            out.append(float(v) if k < 0 else intrinsic_angles(quat_matrix(v))[k])
+        return np.array(out)
 
 
 def load_scenes() -> list[Scene]:
