@@ -39,6 +39,7 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from operator import mul
+from time import perf_counter
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -527,6 +528,7 @@ class FrameSolution:
     coords: Array
     quats: list[Quat] = field(default_factory=list)  # spherical quaternions (w, x, y, z)
     x: list[float] = field(default_factory=list)  # ``coords`` as floats (float engine)
+    seconds: float = 0.0  # wall time of this frame's forward solve (float engine)
 
 
 class _Tracker:
@@ -1314,6 +1316,7 @@ class _FastTracker:
         total = len(self.targets)
         frames = self.frames
         for index in range(total):
+            start = perf_counter()
             if index == 0:
                 sol = self.first()
             else:
@@ -1321,6 +1324,7 @@ class _FastTracker:
                                 frames[-3] if index > 2 else None)
                 if not sol.result.converged:
                     sol = self.cold(index, frames[-1])
+            sol.seconds = perf_counter() - start
             frames.append(sol)
             if progress is not None:
                 progress(index + 1, total)
