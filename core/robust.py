@@ -801,6 +801,28 @@ def _box_angles(theta: Sequence[float], lo: Sequence[float], hi: Sequence[float]
     return [min(max(t, a), b) for t, a, b in zip(theta, lo, hi, strict=True)]
 
 
+def angles_in_box(quat: Sequence[float], lo: Sequence[float], hi: Sequence[float]
+                  ) -> list[float]:  # fmt: skip
+    """Intrinsic XYZ angles of ``quat`` (rad) nearest to the box ``[lo, hi]``, clamped
+    into it. Of the two angle triples of a rotation, ``(a, b, c)`` and
+    ``(a + pi, pi - b, c + pi)``, each angle shifted by whole turns toward its range,
+    the one nearest the box is taken: a box beyond ``b = +-pi/2`` keeps its meaning."""
+    a, b, c = intrinsic_angles(quat)
+    best: tuple[float, list[float]] | None = None
+    for triple in ((a, b, c), (a + math.pi, math.pi - b, c + math.pi)):
+        moved = []
+        for t, x, y in zip(triple, lo, hi, strict=True):
+            mid = 0.5 * (x + y) if math.isfinite(x) and math.isfinite(y) else (
+                x if math.isfinite(x) else y if math.isfinite(y) else t)
+            moved.append(t + 2.0 * math.pi * round((mid - t) / (2.0 * math.pi)))
+        outside = sum(max(x - t, 0.0) + max(t - y, 0.0)
+                      for t, x, y in zip(moved, lo, hi, strict=True))
+        if best is None or outside < best[0] - 1e-12:
+            best = (outside, moved)
+    assert best is not None
+    return _box_angles(best[1], lo, hi)
+
+
 def _damped(cols: list[Sequence[float]], r: list[float], w: float,
             d: list[float]) -> list[float] | None:  # fmt: skip
     """``argmin |J s - r|^2 + w |s - d|^2`` for ``J`` given by its columns (floats).
@@ -942,8 +964,11 @@ class _Fast:
             if a or b or g:
                 quat = quat_unit(quat_mul(quat, intrinsic_xyz(a, b, g)))
             if boxed:
-                theta = _box_angles(intrinsic_angles(quat), [lo0[c] for c in cs],
-                                    [hi0[c] for c in cs])
+                lo, hi = [lo0[c] for c in cs], [hi0[c] for c in cs]
+                if _same_rotation(quat, intrinsic_xyz(*self.theta[s])):
+                    theta = _box_angles(self.theta[s], lo, hi)  # keep the angles we had
+                else:
+                    theta = angles_in_box(quat, lo, hi)
                 self._set_sph(s, cs, theta)
             else:
                 m._quats[s] = quat
@@ -1197,6 +1222,11 @@ class _Fast:
                 best = (bad, self.save())
         self.restore(best[1])
         return self.result(converged, self.iterations, used)
+
+
+def _same_rotation(p: Sequence[float], q: Sequence[float]) -> bool:
+    """Whether two unit quaternions are the same rotation (to rounding)."""
+    return abs(sum(map(mul, p, q))) > 1.0 - 1e-14
 
 
 def _quat_rotvec(q: Sequence[float]) -> tuple[float, float, float]:
