@@ -874,6 +874,11 @@ def _bounded_step(cols: list[Sequence[float]], e: list[float], x: Coords, lo: Co
     the others are solved again for the residual left (Blender's Standard solver).
     """
     n = len(cols)
+    step = _damped(cols, e, w, d)  # first with every column: most steps stop here
+    if step is None:
+        return None
+    if all(a <= v + s <= b for v, s, a, b in zip(x, step, lo, hi, strict=True)):
+        return step
     dx = [0.0] * n
     free = list(range(n))
     rest = e
@@ -1150,9 +1155,11 @@ class _Fast:
                     cost_new = 0.5 * sum(map(mul, e_new, e_new))
                     if cost_new < cost or (bad < 1.0 and bad_new < 1.0):
                         break
-                    self.restore(before)
+                    self.model.restore(before[0])  # FK at the next apply (or below)
+                    self.theta = before[1]
                 multiplier *= _GROW
                 if multiplier > _MAX_MULTIPLIER:
+                    self.model.update()
                     return bad < 1.0
             e, per, bad, cost = e_new, per_new, bad_new, cost_new
             self.last_per = per
