@@ -4,7 +4,23 @@ Frames: world. Units: metres and radians (prismatic columns in metres). One solv
 one or more effectors at once: their weighted error rows are stacked into one residual
 and one Jacobian, so joints shared by several effectors get one update.
 
-One solve (:func:`solve_robust`), per iteration:
+Spherical limits (decision by the lead): a spherical joint's limits bound the intrinsic
+XYZ angles ``(a, b, c)`` of its rotation relative to rest, ``R = Rx(a) Ry(b) Rz(c)``:
+the convention of its virtual chain v1 -> v2 -> v3 (DECISIONS.md). The robust method
+enforces these true angles. On a ``CompiledKinematics`` (the bake, the CLI, the add-on)
+its coordinates for such a joint are the angles themselves: the Jacobian columns are
+those of ``Rx(a) Ry(b) Rz(c)`` (the virtual columns mixed by the current angles), the box
+``lo <= angle <= hi`` is kept exactly by the step's clamping, the quaternion is rebuilt
+from the angles after every step, and the virtual joints' shifted limits are kept at
+``(lo - angle, hi - angle)`` so a ``save()`` says it all. A box beyond ``b = +-pi/2``
+keeps its meaning through the rotation's other angle triple. Random restarts draw the
+angles inside the box. A spherical joint without any limit keeps the virtual chain's
+increments (no gimbal lock). The ``spec`` method keeps SPEC 4.3's shifted-limit
+mechanism as written (joints.py, solver.py). On other models (``ObjectKinematics``,
+``solver.solve(method="robust")``) the numpy implementation below works on the virtual
+columns and their shifted limits, as before.
+
+One solve, per iteration (both implementations):
 
 - damping adapts to the error (Chan): ``W = damping * E + damping_floor`` with
   ``E = |e|^2 / 2`` over the weighted residual; a step that does not lower ``E`` is
@@ -12,25 +28,25 @@ One solve (:func:`solve_robust`), per iteration:
 - limits as in Blender's Standard solver: a column whose step would cross its limit is
   clamped to the limit and its column removed, and the rest of the step is solved again
   for the error left, so every step stays a damped descent step within the limits;
-- with a ``previous`` pose (trajectories) the step is damped toward that pose instead of
-  toward no motion, ``min |J dq - e|^2 + W |dq - d|^2`` with ``d`` the way back to
-  ``previous``: as ``W -> 0`` this is the pseudo-inverse step plus the projection of
-  ``d`` on the Jacobian's null space, so redundant joints stay where they were. The
-  first step also moves, within the null space, the limited joints toward mid-range
-  (``posture``), at most ``rate`` times as far as the step itself: redundant chains do
-  not creep into their limits, and never move faster than the target makes them;
+- with an anchor (trajectories: the previous frame's pose moved toward mid-range) the
+  step is damped toward it instead of toward no motion,
+  ``min |J dq - e|^2 + W |dq - d|^2`` with ``d`` the way to the anchor: as ``W -> 0``
+  this is the pseudo-inverse step plus the projection of ``d`` on the Jacobian's null
+  space, so redundant joints stay where they were and drift back from their limits;
 - a search that stalls (no acceptable step, or no progress) restarts from a random
   configuration within the limits, drawn from ``numpy.random.default_rng(seed)``.
 
 Position rows are divided by a length scale (the largest distance from a joint axis to
 an effector at the start, metres), so damping and weights compare metres with radians on
-chains of any size; tolerances stay absolute (m, rad).
+chains of any size; tolerances stay absolute (m, rad). On a ``CompiledKinematics`` the
+whole loop runs on plain floats (hand-written 6x6 Cholesky, the model's float FK,
+errors and Jacobian columns): numpy's per-call overhead dominates at a handful of joints.
 
-A trajectory (:func:`solve_trajectory`) is solved frame by frame, each frame from the
-previous one. When a frame cannot be reached from there (the chain followed a family of
-solutions that ends), random restarts find solutions of that frame, each is tracked
-backward, pulled toward the frames already solved, and the one that joins them (or
-reaches frame 0) replaces the frames in between: the animation does not flip.
+A trajectory (:func:`solve_trajectory`, :class:`_FastTracker`) starts each frame from a
+parabola through the three previous solutions and anchors it at the previous solution
+moved ``track_posture`` of the way to mid-range; frame 0 takes, of several solutions,
+the one farthest from the limits; a frame that cannot be reached so is solved with
+restarts, and a few such flips are then bridged backward from the later frames.
 """
 
 from __future__ import annotations
@@ -1261,15 +1277,17 @@ def _engine(model: CompiledKinematics, weights: Sequence[Weight] | None,
 
 
 class _FastTracker:
-    """A trajectory on the float engine: predicted warm starts, then repair of jumps.
+    """A trajectory on the float engine: predicted warm starts, then repair of flips.
 
-    Frame ``i`` starts from ``x[i-1] + (x[i-1] - x[i-2])`` (constant velocity) and is
-    damped toward ``x[i-1]`` (the null-space motion stays small); a frame that cannot be
-    reached so is solved with restarts. Then every frame whose step is much larger than
-    its neighbours' (a flip to another family of solutions) or that failed is repaired:
-    the frames before it are solved again backward from the first good frame after it,
-    and replace the forward ones where the backward solutions join them (or reach
-    frame 0). Frames: world; coordinates rad / m.
+    Frame ``i`` starts from the parabola through ``x[i-3], x[i-2], x[i-1]`` and is damped
+    toward ``x[i-1]`` moved ``track_posture`` of the way to mid-range (small null-space
+    motion that drifts away from the limits); a frame that cannot be reached so is
+    solved with restarts. Then at most ``options.bridges`` frames that failed or whose
+    step is far above the steps around them (a flip to another family of solutions) are
+    repaired: of ``bridge_candidates`` solutions of that frame, each tracked backward
+    until it joins the earlier frames (or reaches frame 0) and forward until it joins
+    the later ones, the smoothest replaces the frames in between. Frames: world;
+    coordinates rad / m.
     """
 
     def __init__(self, eng: _Fast, settings: SolverSettings,
