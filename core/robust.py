@@ -82,6 +82,7 @@ Weight = tuple[float, float]  # (position weight, orientation weight), >= 0
 Measure = tuple[Array, list[tuple[float, float]]]  # residual, per-effector (m, rad)
 
 _GROW = 10.0  # damping factor after a rejected step
+INTERIOR = 0.2  # a cold solve from the T-pose starts this far from mid-range (of half)
 _SHRINK = 0.5  # damping factor after an accepted step
 _MAX_MULTIPLIER = 1e8  # beyond this damping multiplier the search has stalled
 _STALL_WINDOW = 8  # iterations over which a search must make progress...
@@ -495,7 +496,9 @@ def solve_robust(
 
     ``previous`` (a ``model.save()``, normally the previous frame's pose) makes it a
     trajectory step: pulled toward ``previous`` and mid-range in the null space, no
-    restarts. Without it, a stalled solve restarts from random configurations within
+    restarts. On a ``CompiledKinematics``, a cold solve from the T-pose (which says
+    nothing about the target and is singular for many chains) starts inside the limits,
+    ``INTERIOR`` of the half-range above mid-range. Without it, a stalled solve restarts from random configurations within
     the limits (``options.max_restarts``) drawn from ``rng`` (default
     ``default_rng(options.seed)``). The model is left in the best state found, FK
     current.
@@ -943,6 +946,10 @@ class _Fast:
         self.real = [c for c in range(n) if model._col_info[c][0] != VIRTUAL]
         self.mid = [0.5 * (a + b) if math.isfinite(a) and math.isfinite(b) else None
                     for a, b in zip(self.lo, self.hi, strict=True)]  # None: no limits
+        # where a cold solve from the T-pose starts: inside the limits, off mid-range (the
+        # T-pose says nothing about the target and is singular for many chains)
+        self.interior = [0.0 if m is None else m + INTERIOR * (b - m)
+                         for m, b in zip(self.mid, self.hi, strict=True)]
         cols_of: dict[str, list[int]] = {}
         for c in range(n):
             name, k = model._col_joint[c]
@@ -1183,6 +1190,11 @@ class _Fast:
             history.append(bad)
         return True
 
+    def at_rest(self) -> bool:
+        """Whether the model is in the T-pose (every coordinate 0, identity rotations)."""
+        return not any(self.coords()) and all(
+            q == (1.0, 0.0, 0.0, 0.0) for q in self.model._quats)
+
     def margin(self, x: Coords) -> float:
         """Smallest distance to a limit over the limited coordinates, as a fraction of
         their range (0.5: all at mid-range; 1 when nothing is limited)."""
@@ -1229,6 +1241,8 @@ class _Fast:
         """One solve from the model's state; a stalled search restarts ``restarts`` times
         from random states (the best state reached is kept)."""
         self.canonical()
+        if restarts > 0 and anchor is None and self.at_rest():
+            self.set_state(self.interior, [(1.0, 0.0, 0.0, 0.0)] * len(self.sph))
         self.iterations = 0
         converged = self.run(budget, anchor)
         if converged or restarts <= 0 or self.n == 0:
