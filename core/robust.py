@@ -498,10 +498,10 @@ def solve_robust(
     trajectory step: pulled toward ``previous`` and mid-range in the null space, no
     restarts. On a ``CompiledKinematics``, a cold solve from the T-pose (which says
     nothing about the target and is singular for many chains) starts inside the limits,
-    ``INTERIOR`` of the half-range above mid-range. Without it, a stalled solve restarts from random configurations within
-    the limits (``options.max_restarts``) drawn from ``rng`` (default
-    ``default_rng(options.seed)``). The model is left in the best state found, FK
-    current.
+    ``INTERIOR`` of the half-range above mid-range. Without ``previous``, a stalled solve
+    restarts from random configurations within the limits (``options.max_restarts``)
+    drawn from ``rng`` (default ``default_rng(options.seed)``). The model is left in the
+    best state found, FK current.
     """
     settings = settings or SolverSettings()
     options = options or RobustOptions()
@@ -885,6 +885,54 @@ def _damped(cols: list[Sequence[float]], r: list[float], w: float,
     return [sj + dj for sj, dj in zip(s, d, strict=True)]
 
 
+def _factor6(cols: Sequence[Sequence[float]], w: float) -> tuple[float, ...] | None:
+    """Cholesky factor (21 floats, row-major lower triangle) of ``J J^T + w I`` for a
+    6-row ``J`` given by its columns; None when not numerically positive definite."""
+    a = [0.0] * 21  # lower triangle of J J^T, row-major: (0,0), (1,0), (1,1), (2,0), ...
+    for col in cols:
+        k = 0
+        for i in range(6):
+            ci = col[i]
+            for j in range(i + 1):
+                a[k] += ci * col[j]
+                k += 1
+    low = [0.0] * 21
+    for i in range(6):
+        ri = i * (i + 1) // 2
+        for j in range(i + 1):
+            rj = j * (j + 1) // 2
+            acc = a[ri + j] - sum(low[ri + t] * low[rj + t] for t in range(j))
+            if i == j:
+                acc += w
+                if not acc > 0.0:
+                    return None
+                low[ri + i] = math.sqrt(acc)
+            else:
+                low[ri + j] = acc / low[rj + j]
+    return tuple(low)
+
+
+def _solve6(low: tuple[float, ...], cols: Sequence[Sequence[float]],
+            r: Sequence[float]) -> list[float]:  # fmt: skip
+    """``J^T (J J^T + w I)^-1 r`` from :func:`_factor6`'s factor of the same ``J``."""
+    y = [0.0] * 6
+    for i in range(6):
+        ri = i * (i + 1) // 2
+        acc = r[i]
+        for t in range(i):
+            acc -= low[ri + t] * y[t]
+        y[i] = acc / low[ri + i]
+    beta = [0.0] * 6
+    for i in range(5, -1, -1):
+        acc = y[i]
+        for t in range(i + 1, 6):
+            acc -= low[t * (t + 1) // 2 + i] * beta[t]
+        beta[i] = acc / low[i * (i + 1) // 2 + i]
+    b0, b1, b2, b3, b4, b5 = beta
+    return [b0 * c0 + b1 * c1 + b2 * c2 + b3 * c3 + b4 * c4 + b5 * c5
+            for c0, c1, c2, c3, c4, c5 in cols]
+
+
 def _bounded_step(cols: list[Sequence[float]], e: list[float], x: Coords, lo: Coords,
                   hi: Coords, w: float, d: list[float]) -> list[float] | None:  # fmt: skip
     """Damped step that keeps ``lo <= x + dx <= hi`` by clamping and removing columns.
@@ -966,6 +1014,7 @@ class _Fast:
         self.scale = 1.0
         self.targets: list[tuple[tuple[float, ...], tuple[float, ...]]] = []
         self.iterations = 0
+        self._chord: tuple[list[Sequence[float]], tuple[float, ...]] | None = None
         self.canonical()
         longest = 0.0
         for k in range(count):
@@ -1145,11 +1194,12 @@ class _Fast:
 
     # -- one search ---------------------------------------------------------------------
     def run(self, budget: int, anchor: tuple[Coords, Sequence[Quat]] | None = None,
-            settle: int = 0) -> bool:  # fmt: skip
+            settle: int = 0, chord: bool = False) -> bool:  # fmt: skip
         """LM iterations until converged (True), stalled or ``budget`` spent (best kept).
 
         With an ``anchor`` each step is damped toward it instead of toward no motion;
-        ``settle`` more iterations then move toward it within the converged poses.
+        ``settle`` more iterations then move toward it within the converged poses;
+        ``chord`` tries the last Jacobian computed (by a ``chord`` run) first.
         """
         opts = self.options
         e, per, bad = self.measure()
@@ -1165,9 +1215,34 @@ class _Fast:
                 return False
             used += 1
             self.iterations += 1
-            cols = self.columns()
             x = self.coords()
             d = [0.0] * self.n if anchor is None else self.offsets(x, anchor)
+            if used == 1 and chord and self._chord is not None:
+                # a chord step: the previous solve's last Jacobian and factor (a warm
+                # frame moves little); kept only if it stays in the box and helps
+                cols, low = self._chord
+                r = list(e)
+                for col, dj in zip(cols, d, strict=True):
+                    if dj:
+                        for i in range(6):
+                            r[i] -= col[i] * dj
+                dx = [a + b for a, b in zip(_solve6(low, cols, r), d, strict=True)]
+                if all(a <= v + t <= b for v, t, a, b in zip(x, dx, self.lo, self.hi,
+                                                             strict=True)):
+                    before = self.save()
+                    self.apply(dx)
+                    e_new, per_new, bad_new = self.measure()
+                    cost_new = 0.5 * sum(map(mul, e_new, e_new))
+                    if cost_new < cost:
+                        e, per, bad, cost = e_new, per_new, bad_new, cost_new
+                        self.last_per = per
+                        history.append(bad)
+                        continue
+                    self.restore(before)
+            cols = self.columns()
+            if chord and len(e) == 6 and self.n >= 6:
+                low6 = _factor6(cols, opts.damping * cost + opts.damping_floor)
+                self._chord = None if low6 is None else (cols, low6)
             while True:  # until a step lowers the cost
                 w = multiplier * opts.damping * cost + opts.damping_floor
                 dx = _bounded_step(cols, e, x, self.lo, self.hi, w, d)
@@ -1237,14 +1312,15 @@ class _Fast:
         return RobustResult(converged, iterations, pe, oe, restarts, per)
 
     def solve(self, budget: int, restarts: int, rng: np.random.Generator | None,
-              anchor: tuple[Coords, Sequence[Quat]] | None = None) -> RobustResult:  # fmt: skip
+              anchor: tuple[Coords, Sequence[Quat]] | None = None, chord: bool = False
+              ) -> RobustResult:  # fmt: skip
         """One solve from the model's state; a stalled search restarts ``restarts`` times
         from random states (the best state reached is kept)."""
         self.canonical()
         if restarts > 0 and anchor is None and self.at_rest():
             self.set_state(self.interior, [(1.0, 0.0, 0.0, 0.0)] * len(self.sph))
         self.iterations = 0
-        converged = self.run(budget, anchor)
+        converged = self.run(budget, anchor, chord=chord)
         if converged or restarts <= 0 or self.n == 0:
             return self.result(converged, self.iterations, 0, self.last_per)
         rng = np.random.default_rng(self.options.seed) if rng is None else rng
@@ -1335,7 +1411,7 @@ class _FastTracker:
             quats = [quat_unit(quat_mul(q1, quat_mul((q0[0], -q0[1], -q0[2], -q0[3]), q1)))
                      for q0, q1 in zip(prev2.quats, prev.quats, strict=True)]
             eng.set_state(x, quats)
-            result = eng.solve(budget, 0, None, anchor)
+            result = eng.solve(budget, 0, None, anchor, chord=True)
             if result.converged:
                 return self.snapshot(result)
         self.load(prev)
