@@ -1460,6 +1460,7 @@ class _FastTracker:
     def run(self, progress: Progress | None) -> list[FrameSolution]:
         total = len(self.targets)
         frames = self.frames
+        failing = 0  # frames in a row that the restarts could not reach either
         for index in range(total):
             start = perf_counter()
             if index == 0:
@@ -1467,8 +1468,14 @@ class _FastTracker:
             else:
                 sol = self.step(index, frames[-1], frames[-2] if index > 1 else None,
                                 frames[-3] if index > 2 else None)
-                if not sol.result.converged:
-                    sol = self.cold(index, frames[-1])
+                # restarts on the first lost frame, then on every 10th of a run of
+                # unreachable ones (a target out of reach costs ~1,000 iterations a probe)
+                if not sol.result.converged and failing % 10 == 0:
+                    retry = self.cold(index, frames[-1],
+                                      restarts=self.eng.options.probe_restarts)
+                    if retry.result.converged or not failing:
+                        sol = retry
+                failing = 0 if sol.result.converged else failing + 1
             sol.seconds = perf_counter() - start
             frames.append(sol)
             if progress is not None:
