@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from .joints import JointNode
+from .joints import JointNode, SphericalJoint
 
 
 def path_to_root(root: JointNode, effector: JointNode) -> list[JointNode]:
@@ -46,3 +46,13 @@ def compute_jacobian(chain: list[JointNode], end_effector_pos: ArrayLike) -> NDA
             continue
         jac[:, i] = node.compute_jacobian_column(p_end)
     return jac
+
+
+def chain_sphericals(nodes: list[JointNode]) -> list[SphericalJoint]:
+    """The spherical joints owning virtual nodes in ``nodes``, in order of appearance."""
+    out: list[SphericalJoint] = []
+    for node in nodes:
+        sp = node.spherical_parent
+        if sp is not None and sp not in out:
+            out.append(sp)
+    return out

@@ -19,7 +19,7 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 from numpy.typing import NDArray
 
-from .chain import build_ik_chain, compute_jacobian
+from .chain import build_ik_chain, chain_sphericals, compute_jacobian
 from .joints import JointNode, PrismaticJoint, RevoluteJoint, SphericalJoint
 from .skeleton import Skeleton
 
@@ -83,16 +83,6 @@ def union_chain(skeleton: Skeleton, effectors: list[str]) -> list[JointNode]:
                 seen.add(id(node))
                 nodes.append(node)
     return nodes
-
-
-def chain_sphericals(nodes: list[JointNode]) -> list[SphericalJoint]:
-    """The spherical joints owning virtual nodes in ``nodes``, in order of appearance."""
-    out: list[SphericalJoint] = []
-    for node in nodes:
-        sp = node.spherical_parent
-        if sp is not None and sp not in out:
-            out.append(sp)
-    return out
 
 
 def copy_joint_state(src: Skeleton, dst: Skeleton, names: list[str]) -> None:

@@ -122,21 +122,26 @@ class RobustResult(SolveResult):
     effector_errors: list[tuple[float, float]] = field(default_factory=list)
 
 
+def checked_weights(weights: Sequence[Weight] | None, count: int) -> list[tuple[float, float]]:
+    """One ``(position, orientation)`` weight pair per effector (default 1, 1); ValueError
+    unless there are ``count`` pairs of finite weights >= 0."""
+    out = [(1.0, 1.0)] * count if weights is None else [
+        (float(wp), float(wr)) for wp, wr in weights]
+    if len(out) != count:
+        raise ValueError(f"need one weight pair per effector ({count})")
+    if any(not (w >= 0.0 and math.isfinite(w)) for pair in out for w in pair):
+        raise ValueError("weights must be finite and >= 0")
+    return out
+
+
 class _Problem:
     """The stacked, weighted residual and Jacobian of every effector (world frame)."""
 
     def __init__(
         self, model: Kinematics, weights: Sequence[Weight] | None, settings: SolverSettings
     ) -> None:
-        count = len(model.effectors)
         self.model = model
-        self.weights = [(1.0, 1.0)] * count if weights is None else [
-            (float(wp), float(wr)) for wp, wr in weights
-        ]
-        if len(self.weights) != count:
-            raise ValueError(f"need one weight pair per effector ({count})")
-        if any(not (w >= 0.0 and math.isfinite(w)) for pair in self.weights for w in pair):
-            raise ValueError("weights must be finite and >= 0")
+        self.weights = checked_weights(weights, len(model.effectors))
         self.ptol = settings.position_tolerance
         self.otol = settings.orientation_tolerance
         self.targets: list[Array] = []
@@ -980,12 +985,7 @@ class _Fast:
         self.options = options
         n = self.n = model.n
         count = len(model.effectors)
-        self.weights = [(1.0, 1.0)] * count if weights is None else [
-            (float(wp), float(wr)) for wp, wr in weights]
-        if len(self.weights) != count:
-            raise ValueError(f"need one weight pair per effector ({count})")
-        if any(not (w >= 0.0 and math.isfinite(w)) for pair in self.weights for w in pair):
-            raise ValueError("weights must be finite and >= 0")
+        self.weights = checked_weights(weights, count)
         self.ptol = settings.position_tolerance
         self.otol = settings.orientation_tolerance
         self.lo: Coords = list(model._lo0)  # the boxes: limits and spherical angle limits

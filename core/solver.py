@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from .chain import build_ik_chain, compute_jacobian
+from .chain import build_ik_chain, chain_sphericals, compute_jacobian
 from .joints import JointNode, SphericalJoint
 from .rotations import matrix_to_rotvec
 
@@ -56,15 +56,6 @@ class SolverSettings:
 
 
 ChainState = tuple[list[tuple[float, object]], list[NDArray[np.float64]]]
-
-
-def _sphericals(chain: list[JointNode]) -> list[SphericalJoint]:
-    seen: list[SphericalJoint] = []
-    for node in chain:
-        sp = node.spherical_parent
-        if sp is not None and sp not in seen:
-            seen.append(sp)
-    return seen
 
 
 def save_chain_state(chain: list[JointNode], sphericals: list[SphericalJoint]) -> ChainState:
@@ -125,7 +116,7 @@ def solve(
         return solve_on_nodes(root, effector, target_transform, ik_chain, method, settings)
     target = np.asarray(target_transform, dtype=float)
     chain = build_ik_chain(root, effector) if ik_chain is None else ik_chain
-    sphericals = _sphericals(chain)
+    sphericals = chain_sphericals(chain)
     eye = damping * np.eye(6)
     iterations = 0
     best: tuple[float, ChainState] | None = None

@@ -5,12 +5,12 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from dhik.chain import build_ik_chain, compute_jacobian, path_to_root
+from dhik.chain import build_ik_chain, chain_sphericals, compute_jacobian, path_to_root
 from dhik.formats import parse_skeleton
 from dhik.joints import PrismaticJoint, RevoluteJoint, SphericalJoint
 from dhik.rotations import matrix_to_rotvec
 from dhik.skeleton import Skeleton
-from dhik.solver import _sphericals, restore_chain_state, save_chain_state
+from dhik.solver import restore_chain_state, save_chain_state
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -59,7 +59,7 @@ def test_jacobian_matches_central_differences(seed: int, n: int) -> None:
     random_pose(sk, rng)
     effector = sk.joints[f"J{int(rng.integers(n))}"]
     chain = build_ik_chain(sk.root, effector)
-    sph = _sphericals(chain)
+    sph = chain_sphericals(chain)
     jac = compute_jacobian(chain, effector.global_transform[:3, 3])
     assert jac.shape == (6, len(chain))
     h = 1e-6
