@@ -104,9 +104,9 @@ class RobustOptions:
     candidates: int = 16  # trajectories: restarts tried to bridge a lost frame
     probe_restarts: int = 20  # trajectories: restarts deciding a frame is unreachable
     lookahead: int = 60  # trajectories: frames a bridging candidate must survive
-    lookback: int = 300  # trajectories: frames a bridging candidate is tracked backward
-    bridges: int = 3  # trajectories: flips repaired at most (0: none; see _FastTracker)
-    bridge_candidates: int = 4  # trajectories: solutions tried per flip repaired
+    lookback: int = 300  # trajectories: frames a bridging candidate is tracked each way
+    bridges: int = 10  # trajectories: flips repaired at most (0: none; see _FastTracker)
+    bridge_candidates: int = 8  # trajectories: solutions tried per flip repaired
 
 
 @dataclass
@@ -1376,14 +1376,18 @@ class _FastTracker:
     step is far above the steps around them (a flip to another family of solutions) are
     repaired: of ``bridge_candidates`` solutions of that frame, each tracked backward
     until it joins the earlier frames (or reaches frame 0) and forward until it joins
-    the later ones, the smoothest replaces the frames in between. Frames: world;
-    coordinates rad / m.
+    the later ones, the smoothest replaces the frames in between. A tracked step above
+    ten times the median step is a flip of the candidate itself and ends its tracking
+    like a lost frame; a candidate whose forward tracking ends after ``lookahead`` frames
+    is kept with that end as a later suspect; joins compare with the frames' own motion
+    without the suspect steps. Frames: world; coordinates rad / m.
     """
 
     def __init__(self, eng: _Fast, settings: SolverSettings,
                  targets: Sequence[Sequence[ArrayLike]], rng: np.random.Generator) -> None:
         self.eng, self.settings, self.targets, self.rng = eng, settings, targets, rng
         self.frames: list[FrameSolution] = []
+        self.jump = math.inf
 
     def snapshot(self, result: RobustResult) -> FrameSolution:
         eng = self.eng
@@ -1397,7 +1401,14 @@ class _FastTracker:
     def step(self, index: int, prev: FrameSolution, prev2: FrameSolution | None,
              prev3: FrameSolution | None = None) -> FrameSolution:  # fmt: skip
         """Frame ``index`` warm from ``prev`` (predicted with ``prev2`` and ``prev3``: a
-        line or a parabola through them), no restarts."""
+        line or a parabola through them), no restarts; its ``seconds`` the time taken."""
+        start = perf_counter()
+        sol = self._step(index, prev, prev2, prev3)
+        sol.seconds = perf_counter() - start
+        return sol
+
+    def _step(self, index: int, prev: FrameSolution, prev2: FrameSolution | None,
+              prev3: FrameSolution | None) -> FrameSolution:  # fmt: skip
         eng = self.eng
         px = eng.posture(prev.x, eng.options.track_posture)
         anchor = (px, prev.quats)
@@ -1509,6 +1520,8 @@ class _FastTracker:
         """Bridge suspect frames (class docstring), at most ``options.bridges`` of them."""
         start, budget = 1, self.eng.options.bridges
         steps = self.steps()
+        usual = sorted(steps[1:])[len(steps) // 2] if len(steps) > 2 else 0.0
+        self.jump = 10.0 * usual + 0.05  # a tracked step above this is a flip
         while budget > 0:
             i = self.suspect(steps, start)
             if i is None:
@@ -1532,6 +1545,8 @@ class _FastTracker:
             if j - i < 2:
                 return False
             j, old_worst = i - 1, math.inf  # a failing tail: track it again from before
+        steps = list(steps)  # the frames' own motion, without the suspect steps
+        steps[i:j + 2] = [0.0] * len(steps[i:j + 2])
         cands = [frames[j]]
         for _ in range(opts.bridge_candidates):
             cand = self.cold(j, frames[j - 1] if j else None, random_start=True, restarts=2)
@@ -1560,7 +1575,7 @@ class _FastTracker:
         worst = 0.0
         for k in range(j - 1, max(-1, j - 1 - self.eng.options.lookback), -1):
             sol = self.step(k, chain[-1], chain[-2] if len(chain) > 1 else None)
-            if not sol.result.converged:
+            if not sol.result.converged or _gap(sol, chain[-1]) > self.jump:
                 break
             worst = max(worst, _gap(sol, chain[-1]))
             chain.append(sol)
@@ -1577,15 +1592,16 @@ class _FastTracker:
                 ) -> tuple[float, list[FrameSolution]]:  # fmt: skip
         """Track ``cand`` (frame ``j``) forward until it joins the solved frames:
         ``(largest step there, solutions of frames j + 1 ..)``."""
-        frames = self.frames
+        frames, opts = self.frames, self.eng.options
         if cand is frames[j]:
             return (_gap(cand, frames[j + 1]) if j + 1 < len(frames) else 0.0), []
         chain = [cand]
         worst = 0.0
-        for k in range(j + 1, min(len(frames), j + 1 + self.eng.options.lookahead)):
+        for k in range(j + 1, min(len(frames), j + 1 + opts.lookback)):
             sol = self.step(k, chain[-1], chain[-2] if len(chain) > 1 else None)
-            if not sol.result.converged:
-                return math.inf, chain[1:]
+            if not sol.result.converged or _gap(sol, chain[-1]) > self.jump:
+                # this branch ends: a later suspect if kept
+                return (worst if k - j - 1 >= opts.lookahead else math.inf), chain[1:]
             worst = max(worst, _gap(chain[-1], sol))
             chain.append(sol)
             if frames[k].result.converged and _gap(sol, frames[k]) <= _own(steps, k):
