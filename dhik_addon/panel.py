@@ -59,6 +59,16 @@ class DHIK_PT_panel(bpy.types.Panel):
         col.operator("dhik.export_animation", text="Export Animation")
 
 
+class _SubPanel(bpy.types.Panel):
+    """Where the DHIK sub-panels live: collapsed under the main panel (not registered)."""
+
+    bl_space_type = "VIEW_3D"
+    bl_region_type = "UI"
+    bl_category = "DHIK"
+    bl_parent_id = "DHIK_PT_panel"
+    bl_options = {"DEFAULT_CLOSED"}
+
+
 class DHIK_UL_effectors(bpy.types.UIList):
     """One extra effector per row: its bone and its target (weights below the list)."""
 
@@ -86,16 +96,11 @@ class DHIK_UL_effectors(bpy.types.UIList):
             row.label(text="", icon="ORIENTATION_GLOBAL")  # position only
 
 
-class DHIK_PT_effectors(bpy.types.Panel):
+class DHIK_PT_effectors(_SubPanel):
     """Extra effectors solved together with the main one (each with its own target)."""
 
     bl_label = "Extra Effectors"
     bl_idname = "DHIK_PT_effectors"
-    bl_space_type = "VIEW_3D"
-    bl_region_type = "UI"
-    bl_category = "DHIK"
-    bl_parent_id = "DHIK_PT_panel"
-    bl_options = {"DEFAULT_CLOSED"}
 
     def draw(self, context: bpy.types.Context) -> None:
         layout = layout_of(self)
@@ -121,16 +126,11 @@ class DHIK_PT_effectors(bpy.types.Panel):
                 col.label(text="Weights other than 1 need the Robust method", icon="ERROR")
 
 
-class DHIK_PT_solver(bpy.types.Panel):
+class DHIK_PT_solver(_SubPanel):
     """Solver parameters of SPEC 5.4 (collapsed by default)."""
 
     bl_label = "Solver"
     bl_idname = "DHIK_PT_solver"
-    bl_space_type = "VIEW_3D"
-    bl_region_type = "UI"
-    bl_category = "DHIK"
-    bl_parent_id = "DHIK_PT_panel"
-    bl_options = {"DEFAULT_CLOSED"}
 
     def draw(self, context: bpy.types.Context) -> None:
         s = settings(context)
