@@ -126,14 +126,14 @@ def solve(
         return np.concatenate((dp, dr)), math.sqrt(dp @ dp), math.sqrt(dr @ dr)
 
     def result(converged: bool) -> SolveResult:
-        _, pe, oe = measure()
-        return SolveResult(converged, iterations, pe, oe)
+        return SolveResult(converged, iterations, current[1], current[2])
 
     for node in chain:  # a start outside the limits (e.g. a T-pose they exclude) is clipped
         node.apply_delta(0.0)
     root.update_global_transform()
+    current = measure()  # the error of the state the joints are in, kept up to date
     while True:
-        dx, pe, oe = measure()
+        dx, pe, oe = current
         if pe < position_tolerance and oe < orientation_tolerance:
             return result(True)
         if iterations >= max_iterations or not chain:
@@ -153,11 +153,13 @@ def solve(
             while alpha >= line_search_alpha_min:
                 _apply(chain, alpha * dq)
                 root.update_global_transform()
-                if float(np.linalg.norm(measure()[0])) < err:
+                trial = measure()
+                if float(np.linalg.norm(trial[0])) < err:
+                    current = trial
                     break
                 restore_chain_state(chain, sphericals, before)
                 alpha *= 0.5
-            else:  # no step size improves the error: stop (SPEC 5.4)
+            else:  # no step size improves the error: stop (SPEC 5.4); state as before
                 root.update_global_transform()
                 return result(False)
         else:
@@ -165,10 +167,12 @@ def solve(
                 best = (err, save_chain_state(chain, sphericals))
             _apply(chain, dq)
             root.update_global_transform()
+            current = measure()
         iterations += 1
-    if best is not None and best[0] < float(np.linalg.norm(measure()[0])):
+    if best is not None and best[0] < float(np.linalg.norm(current[0])):
         restore_chain_state(chain, sphericals, best[1])
         root.update_global_transform()
+        current = measure()
     return result(False)
 
 
