@@ -78,7 +78,7 @@ class DhikObjects(Method):
         self.name, self.tight = name, tight
 
     def settings(self) -> Any:
-        from dhik.solver import SolverSettings
+        from dhik.solver.settings import SolverSettings
 
         if self.tight:
             return SolverSettings(max_iterations=MAX_ITERATIONS, position_tolerance=TIGHT_POS,
@@ -86,9 +86,9 @@ class DhikObjects(Method):
         return SolverSettings()  # SPEC defaults: 1e-3 m, 0.1 rad
 
     def setup(self, scene: Scene) -> None:
-        from dhik.chain import build_ik_chain
-        from dhik.formats import parse_skeleton
-        from dhik.skeleton import Skeleton
+        from dhik.app.formats import parse_skeleton
+        from dhik.model.skeleton import Skeleton
+        from dhik.solver.chain import build_ik_chain
 
         self.sk = Skeleton(parse_skeleton(scene.skeleton))
         self.eff = self.sk.joint(scene.effector)
@@ -99,7 +99,7 @@ class DhikObjects(Method):
         self.sk.reset()
 
     def solve(self, target: np.ndarray, warm: bool) -> int | None:
-        from dhik.solver import solve
+        from dhik.solver.dls import solve
 
         return solve(self.sk.root, self.eff, target, self.chain, **self.kwargs).iterations
 
@@ -111,9 +111,9 @@ class DhikCompiled(DhikObjects):
     """``fast.solve_spec`` on ``CompiledKinematics``: the same iterates, flat floats."""
 
     def setup(self, scene: Scene) -> None:
-        from dhik.fast import CompiledKinematics
-        from dhik.formats import parse_skeleton
-        from dhik.skeleton import Skeleton
+        from dhik.app.formats import parse_skeleton
+        from dhik.model.compiled import CompiledKinematics
+        from dhik.model.skeleton import Skeleton
 
         self.sk = Skeleton(parse_skeleton(scene.skeleton))
         self.model = CompiledKinematics(self.sk, [scene.effector])
@@ -123,7 +123,7 @@ class DhikCompiled(DhikObjects):
         self.model.reset()
 
     def solve(self, target: np.ndarray, warm: bool) -> int | None:
-        from dhik.fast import solve_spec
+        from dhik.solver.dls_compiled import solve_spec
 
         return solve_spec(self.model, target, self.s).iterations
 
@@ -143,7 +143,7 @@ class DhikPredict(DhikCompiled):
         self.history: list[np.ndarray] = []
 
     def solve(self, target: np.ndarray, warm: bool) -> int | None:
-        from dhik.fast import solve_spec
+        from dhik.solver.dls_compiled import solve_spec
 
         if warm and len(self.history) == 2:
             self.model.apply_delta(self.history[1] - self.history[0])
@@ -161,18 +161,18 @@ class DhikRobust(DhikCompiled):
 
     def available(self) -> str | None:
         try:
-            from dhik.robust import solve_robust, solve_trajectory  # noqa: F401
+            from dhik.solver.robust import solve_robust, solve_trajectory  # noqa: F401
         except ImportError as exc:
             return f"core/robust.py not importable: {exc}"
         return None
 
     def solve(self, target: np.ndarray, warm: bool) -> int | None:
-        from dhik.robust import solve_robust
+        from dhik.solver.robust import solve_robust
 
         return solve_robust(self.model, [target], self.s).iterations
 
     def trajectory(self, targets: list[np.ndarray]) -> Any:
-        from dhik.robust import solve_trajectory
+        from dhik.solver.robust import solve_trajectory
 
         return solve_trajectory(self.model, [[t] for t in targets], self.s)
 

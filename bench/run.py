@@ -162,7 +162,7 @@ def run_bake(scene: Scene, targets: list[np.ndarray], method: str = "spec") -> d
     import contextlib
     import io
 
-    from dhik.cli import main
+    from dhik.app.cli import main
 
     with tempfile.TemporaryDirectory() as tmp:
         skel, tpath = write_scene_files(scene, targets, Path(tmp))

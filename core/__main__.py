@@ -1,5 +1,5 @@
 """``python -m dhik``: the command-line interface."""
 
-from .cli import main
+from .app.cli import main
 
 raise SystemExit(main())

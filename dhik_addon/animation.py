@@ -8,9 +8,9 @@ from typing import Any
 import bpy
 import numpy as np
 
-from ..core.bake import align_quaternion_signs
+from ..core.app.bake import align_quaternion_signs
 from ..core.errors import DhikError
-from ..core.skeleton import Skeleton
+from ..core.model.skeleton import Skeleton
 from .access import pose_of, scene_of
 from .armature_read import joint_maps, read_skeleton
 

@@ -15,7 +15,7 @@ import bpy
 import numpy as np
 
 from ..core.errors import DhikError
-from ..core.formats import JointDef, Range, SkeletonDef, SphericalLimits
+from ..core.model.definition import JointDef, Range, SkeletonDef, SphericalLimits
 from .access import collection_of, pose_of, view_layer_of
 from .joint_map import Vec
 from .layout import bone_layout, rest_frames

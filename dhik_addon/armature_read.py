@@ -20,8 +20,9 @@ from typing import Any
 import bpy
 import numpy as np
 
+from ..core.app.formats import parse_skeleton
 from ..core.errors import DhikError
-from ..core.formats import SkeletonDef, parse_skeleton
+from ..core.model.definition import SkeletonDef
 from ..core.rotations import quat_to_matrix
 from .access import armature_data, pose_of
 from .armature_build import (

@@ -19,11 +19,11 @@ from dataclasses import dataclass
 import bpy
 import numpy as np
 
-from ..core.bake import BakeResult, EffectorTrack, simulate, summary_line
+from ..core.app.bake import BakeResult, EffectorTrack, simulate, summary_line
+from ..core.app.formats import save_animation
 from ..core.errors import DhikError
-from ..core.formats import save_animation
-from ..core.skeleton import Skeleton
-from ..core.solver import SolverSettings
+from ..core.model.skeleton import Skeleton
+from ..core.solver.settings import SolverSettings
 from . import keying
 from .access import pose_of, scene_of
 from .armature_read import joint_maps, read_skeleton

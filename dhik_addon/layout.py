@@ -23,8 +23,8 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
-from ..core.formats import SkeletonDef
-from ..core.skeleton import Skeleton
+from ..core.model.definition import SkeletonDef
+from ..core.model.skeleton import Skeleton
 
 Vec3 = NDArray[np.float64]
 Mat3 = NDArray[np.float64]

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Literal
 
 import bpy
 
-from ..core.bake import BakeResult
+from ..core.app.bake import BakeResult
 from ..core.errors import DhikError
 from .access import window_manager
 from .bake_job import BakeJob, BakeThread

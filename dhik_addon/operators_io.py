@@ -13,8 +13,14 @@ import bpy
 from bpy.props import BoolProperty, StringProperty
 from bpy_extras.io_utils import ExportHelper, ImportHelper
 
+from ..core.app.formats import (
+    load_skeleton,
+    load_targets,
+    save_animation,
+    save_skeleton,
+    save_targets,
+)
 from ..core.errors import DhikError
-from ..core.formats import load_skeleton, load_targets, save_animation, save_skeleton, save_targets
 from . import keying
 from .access import armature_data, scene_of
 from .animation import read_animation

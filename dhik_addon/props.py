@@ -20,7 +20,7 @@ from bpy.props import (
     StringProperty,
 )
 
-from ..core.solver import SolverSettings
+from ..core.solver.settings import SolverSettings
 from .access import scene_of
 
 _D = SolverSettings()

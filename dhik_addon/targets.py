@@ -16,7 +16,7 @@ import numpy as np
 from mathutils import Euler, Matrix
 
 from ..core.errors import DhikError
-from ..core.formats import Keyframe
+from ..core.model.definition import Keyframe
 from . import keying
 from .access import collection_of, scene_of
 

@@ -17,9 +17,9 @@ import math
 from pathlib import Path
 
 import numpy as np
-from dhik.formats import parse_skeleton
+from dhik.app.formats import parse_skeleton
+from dhik.model.skeleton import Skeleton
 from dhik.rotations import matrix_to_euler_xyz
-from dhik.skeleton import Skeleton
 
 HERE = Path(__file__).resolve().parent
 

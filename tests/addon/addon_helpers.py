@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 
@@ -98,7 +97,7 @@ def write_json(path: Path, data: Any) -> Path:
     return path
 
 
-def reachable_targets(core: ModuleType, skeleton: dict, poses: list[dict], effector: str,
+def reachable_targets(core: Any, skeleton: dict, poses: list[dict], effector: str,
                       frames: list[int]) -> list[dict[str, Any]]:
     """targets.json keyframes at ``frames``: the effector's FK pose for each joint pose."""
     defn = core.formats.parse_skeleton(skeleton)

@@ -12,7 +12,8 @@ import importlib.util
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from types import ModuleType
+from types import ModuleType, SimpleNamespace
+from typing import Any
 
 import pytest
 
@@ -22,8 +23,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from addon_helpers import MIXED_POSES, MIXED_SKELETON, reachable_targets, write_json  # noqa: E402
 
+BPY_FREE = {"test_key_curves.py"}  # tests of bpy-free add-on modules, loaded by path
+
 if importlib.util.find_spec("bpy") is None:
-    collect_ignore_glob = ["test_*.py"]
+    collect_ignore = [
+        str(p) for p in Path(__file__).resolve().parent.glob("test_*.py")
+        if p.name not in BPY_FREE
+    ]
 
 
 def _load_root() -> ModuleType:
@@ -49,25 +55,30 @@ def addon() -> Iterator[ModuleType]:
 
 
 @pytest.fixture(scope="session")
-def core(addon: ModuleType) -> ModuleType:
+def core(addon: ModuleType) -> SimpleNamespace:
     """The extension's copy of the core package."""
-    importlib.import_module(f"{ALIAS}.core.formats")
-    importlib.import_module(f"{ALIAS}.core.bake")
-    importlib.import_module(f"{ALIAS}.core.rotations")
-    importlib.import_module(f"{ALIAS}.core.trajectory")
-    return sys.modules[f"{ALIAS}.core"]
+    for name in ("app.formats", "app.bake", "app.trajectory", "rotations"):
+        importlib.import_module(f"{ALIAS}.core.{name}")
+    pkg = sys.modules[f"{ALIAS}.core"]
+    app = sys.modules[f"{ALIAS}.core.app"]
+    # the modules the tests compare with, by their short names
+    return SimpleNamespace(Skeleton=pkg.Skeleton, rotations=pkg.rotations,
+                           formats=app.formats, bake=app.bake, trajectory=app.trajectory)
 
 
 @pytest.fixture(autouse=True)
-def fresh_scene(addon: ModuleType) -> None:
-    """An empty factory scene for every test."""
+def fresh_scene(request: pytest.FixtureRequest) -> None:
+    """An empty factory scene for every test (not for the bpy-free modules' tests)."""
+    if Path(str(request.node.fspath)).name in BPY_FREE:
+        return
+    request.getfixturevalue("addon")
     import bpy
 
     bpy.ops.wm.read_homefile(use_empty=True, use_factory_startup=True)
 
 
 @pytest.fixture
-def mixed_files(tmp_path: Path, core: ModuleType) -> tuple[Path, Path]:
+def mixed_files(tmp_path: Path, core: Any) -> tuple[Path, Path]:
     """``(skeleton.json, targets.json)`` of the mixed skeleton, targets on frames 0..12."""
     skel = write_json(tmp_path / "mixed" / "skeleton.json", MIXED_SKELETON)
     keys = reachable_targets(core, MIXED_SKELETON, MIXED_POSES, "Tool", [0, 6, 12])

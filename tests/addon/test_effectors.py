@@ -9,7 +9,6 @@ metres and radians.
 from __future__ import annotations
 
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import bpy
@@ -29,7 +28,7 @@ FRAMES = list(range(9))
 
 
 def _two_arm_scene(
-    tmp_path: Path, core: ModuleType, right_euler: list[float] | None = None
+    tmp_path: Path, core: Any, right_euler: list[float] | None = None
 ) -> tuple[bpy.types.Object, bpy.types.Object, bpy.types.Object]:
     """Import TWO_ARMS and one empty per hand; main effector LHand, one row for RHand.
 
@@ -65,7 +64,7 @@ def _bake(tmp_path: Path) -> Path:
     return anim
 
 
-def _errors(core: ModuleType, ob: bpy.types.Object, effector: str,
+def _errors(core: Any, ob: bpy.types.Object, effector: str,
             target: bpy.types.Object) -> dict[int, tuple[float, float]]:
     """Per baked frame: (position m, orientation rad) error of ``effector`` against
     ``target``, both read from Blender's evaluated matrices."""

@@ -35,7 +35,8 @@ def built_zip(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def test_zip_holds_the_extension_only(built_zip):
     names = zipfile.ZipFile(built_zip).namelist()
-    assert {"blender_manifest.toml", "__init__.py", "core/bake.py",
+    assert {"blender_manifest.toml", "__init__.py", "core/app/bake.py", "core/solver/dls.py",
+            "core/model/skeleton.py",
             "dhik_addon/__init__.py", "dhik_addon/operators_bake.py"} <= set(names)
     for banned in ("tests/", "tools/", "bench/", "docs/", "sample_scenes/", ".venv", "dist/",
                    "Makefile", "pyproject.toml", "__pycache__", ".egg-info"):

@@ -6,12 +6,13 @@ import math
 
 import numpy as np
 import pytest
-from dhik.bake import align_quaternion_signs, simulate, summary_line
-from dhik.formats import load_skeleton, load_targets, parse_animation, parse_skeleton
+from dhik.app.bake import align_quaternion_signs, simulate, summary_line
+from dhik.app.formats import load_skeleton, load_targets, parse_animation, parse_skeleton
+from dhik.app.trajectory import interpolate_keyframes
+from dhik.model.skeleton import Skeleton
 from dhik.rotations import euler_xyz_to_matrix, make_transform
-from dhik.skeleton import Skeleton
-from dhik.solver import SolverSettings, pose_error
-from dhik.trajectory import interpolate_keyframes
+from dhik.solver.dls import pose_error
+from dhik.solver.settings import SolverSettings
 from scipy.spatial.transform import Rotation
 
 ARM = {

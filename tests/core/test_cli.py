@@ -10,11 +10,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from dhik.cli import main
-from dhik.formats import load_animation, load_skeleton, load_targets
-from dhik.skeleton import Skeleton
-from dhik.solver import pose_error
-from dhik.trajectory import interpolate_keyframes
+from dhik.app.cli import main
+from dhik.app.formats import load_animation, load_skeleton, load_targets
+from dhik.app.trajectory import interpolate_keyframes
+from dhik.model.skeleton import Skeleton
+from dhik.solver.dls import pose_error
 
 ROOT = Path(__file__).resolve().parents[2]
 SCENES = ROOT / "sample_scenes"

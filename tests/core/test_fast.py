@@ -11,13 +11,16 @@ from typing import Any
 
 import numpy as np
 import pytest
-from dhik.bake import simulate
-from dhik.fast import CompiledKinematics, solve_spec
-from dhik.formats import load_skeleton, load_targets, parse_skeleton
-from dhik.kinematics import Kinematics, ObjectKinematics
-from dhik.skeleton import Skeleton
-from dhik.solver import SolverSettings, solve
-from dhik.trajectory import interpolate_keyframes
+from dhik.app.bake import simulate
+from dhik.app.formats import load_skeleton, load_targets, parse_skeleton
+from dhik.app.trajectory import interpolate_keyframes
+from dhik.model.compiled import CompiledKinematics
+from dhik.model.objects import ObjectKinematics
+from dhik.model.skeleton import Skeleton
+from dhik.solver.dls import solve
+from dhik.solver.dls_compiled import solve_spec
+from dhik.solver.kinematics import Kinematics
+from dhik.solver.settings import SolverSettings
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 

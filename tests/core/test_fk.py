@@ -9,9 +9,9 @@ import math
 
 import numpy as np
 import pytest
-from dhik.formats import parse_skeleton
-from dhik.joints import FixedJoint, RevoluteJoint
-from dhik.skeleton import Skeleton
+from dhik.app.formats import parse_skeleton
+from dhik.model.skeleton import Skeleton
+from dhik.solver.joints import FixedJoint, RevoluteJoint
 
 SQ3 = math.sqrt(3.0)
 

@@ -11,16 +11,10 @@ import stat
 
 import numpy as np
 import pytest
-from dhik import formats
-from dhik.errors import DhikError
-from dhik.formats import (
-    JointDef,
-    Keyframe,
-    SkeletonDef,
-    atomic_write_json,
+from dhik.app import formats
+from dhik.app.formats import (
     detect_kind,
     load_animation,
-    load_json,
     load_skeleton,
     load_targets,
     parse_animation,
@@ -32,6 +26,9 @@ from dhik.formats import (
     skeleton_to_dict,
     targets_to_list,
 )
+from dhik.app.jsonio import atomic_write_json, load_json
+from dhik.errors import DhikError
+from dhik.model.definition import JointDef, Keyframe, SkeletonDef
 from hypothesis import given, settings
 from hypothesis import strategies as st
 

@@ -5,12 +5,13 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from dhik.chain import build_ik_chain, chain_sphericals, compute_jacobian, path_to_root
-from dhik.formats import parse_skeleton
-from dhik.joints import PrismaticJoint, RevoluteJoint, SphericalJoint
+from dhik.app.formats import parse_skeleton
+from dhik.model.skeleton import Skeleton
+from dhik.model.spherical import SphericalJoint
 from dhik.rotations import matrix_to_rotvec
-from dhik.skeleton import Skeleton
-from dhik.solver import restore_chain_state, save_chain_state
+from dhik.solver.chain import build_ik_chain, chain_sphericals, compute_jacobian, path_to_root
+from dhik.solver.dls import restore_chain_state, save_chain_state
+from dhik.solver.joints import PrismaticJoint, RevoluteJoint
 from hypothesis import given, settings
 from hypothesis import strategies as st
 

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from dhik.chain import build_ik_chain, compute_jacobian
-from dhik.formats import parse_skeleton
-from dhik.kinematics import Kinematics, ObjectKinematics
-from dhik.skeleton import Skeleton
+from dhik.app.formats import parse_skeleton
+from dhik.model.objects import ObjectKinematics
+from dhik.model.skeleton import Skeleton
+from dhik.solver.chain import build_ik_chain, compute_jacobian
+from dhik.solver.kinematics import Kinematics
 
 TREE = {
     "root_name": "Root",

@@ -13,15 +13,16 @@ from typing import Any
 
 import numpy as np
 import pytest
-from dhik.bake import EffectorTrack, merge_tracks, simulate, summary_line
-from dhik.cli import main
-from dhik.fast import CompiledKinematics
-from dhik.formats import load_animation, parse_skeleton
-from dhik.kinematics import ObjectKinematics
-from dhik.robust import solve_robust
+from dhik.app.bake import EffectorTrack, merge_tracks, simulate, summary_line
+from dhik.app.cli import main
+from dhik.app.formats import load_animation, parse_skeleton
+from dhik.model.compiled import CompiledKinematics
+from dhik.model.objects import ObjectKinematics
+from dhik.model.skeleton import Skeleton
 from dhik.rotations import matrix_to_euler_xyz
-from dhik.skeleton import Skeleton
-from dhik.solver import SolverSettings, pose_error
+from dhik.solver.dls import pose_error
+from dhik.solver.robust import solve_robust
+from dhik.solver.settings import SolverSettings
 
 TIGHT = SolverSettings(position_tolerance=1e-5, orientation_tolerance=1e-4)
 

@@ -11,16 +11,18 @@ from typing import Any
 
 import numpy as np
 import pytest
-from dhik.bake import simulate, summary_line
-from dhik.fast import CompiledKinematics
-from dhik.formats import load_skeleton, load_targets, parse_skeleton
-from dhik.joints import PrismaticJoint, RevoluteJoint, SphericalJoint
-from dhik.kinematics import ObjectKinematics
-from dhik.robust import RobustOptions, solve_robust, solve_trajectory
+from dhik.app.bake import simulate, summary_line
+from dhik.app.formats import load_skeleton, load_targets, parse_skeleton
+from dhik.app.trajectory import interpolate_keyframes
+from dhik.model.compiled import CompiledKinematics
+from dhik.model.objects import ObjectKinematics
+from dhik.model.skeleton import Skeleton
+from dhik.model.spherical import SphericalJoint
 from dhik.rotations import matrix_to_rotvec
-from dhik.skeleton import Skeleton
-from dhik.solver import SolverSettings, pose_error, solve, solve_ik
-from dhik.trajectory import interpolate_keyframes
+from dhik.solver.dls import pose_error, solve, solve_ik
+from dhik.solver.joints import PrismaticJoint, RevoluteJoint
+from dhik.solver.robust import RobustOptions, solve_robust, solve_trajectory
+from dhik.solver.settings import SolverSettings
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from scipy.spatial.transform import Rotation

@@ -6,12 +6,13 @@ import math
 
 import numpy as np
 import pytest
-from dhik.chain import build_ik_chain
-from dhik.formats import load_skeleton, parse_skeleton
-from dhik.joints import FixedJoint, PrismaticJoint, RevoluteJoint, SphericalJoint
+from dhik.app.formats import load_skeleton, parse_skeleton
+from dhik.model.skeleton import Skeleton
+from dhik.model.spherical import SphericalJoint
 from dhik.rotations import euler_xyz_to_matrix, make_transform
-from dhik.skeleton import Skeleton
-from dhik.solver import pose_error, solve, solve_ik
+from dhik.solver.chain import build_ik_chain
+from dhik.solver.dls import pose_error, solve, solve_ik
+from dhik.solver.joints import FixedJoint, PrismaticJoint, RevoluteJoint
 from hypothesis import given, settings
 from hypothesis import strategies as st
 

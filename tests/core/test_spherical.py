@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from dhik.joints import FixedJoint, RevoluteJoint, SphericalJoint
+from dhik.model.spherical import SphericalJoint
+from dhik.solver.joints import FixedJoint, RevoluteJoint
 from scipy.spatial.transform import Rotation
 
 

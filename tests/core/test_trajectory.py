@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import numpy as np
-from dhik.formats import Keyframe, parse_targets
-from dhik.trajectory import interpolate_keyframes, target_matrix
+from dhik.app.formats import parse_targets
+from dhik.app.trajectory import interpolate_keyframes, target_matrix
+from dhik.model.definition import Keyframe
 from scipy.spatial.transform import Rotation
 
 

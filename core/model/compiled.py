@@ -1,267 +1,44 @@
-"""The compiled kinematics model and the SPEC 5.4 iterates on any ``Kinematics``.
+"""The compiled kinematics model: FK, errors and Jacobians on plain Python floats.
 
 ``CompiledKinematics`` flattens the joints on the effectors' paths into a list of plain
 tuples once; FK, errors and Jacobians then run on Python floats (numpy's per-call
 overhead dominates at a handful of joints). Frames: world. Units: metres, radians.
-
-``solve_spec`` is ``solver.solve`` on a model: the same loop, the same decisions, the
-same iterates (within rounding), on one effector or several (stacked errors).
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from operator import mul
 from typing import Any
 
 import numpy as np
-from numpy.typing import ArrayLike, NDArray
+from numpy.typing import NDArray
 
-from .chain import path_to_root
-from .joints import SYNC_THRESHOLD, JointNode, PrismaticJoint, RevoluteJoint, SphericalJoint
-from .kinematics import Kinematics, union_chain
-from .rotations import matrix_to_rotvec
+from ..floatmath import (
+    IDENT,
+    INF,
+    ZERO,
+    Mat3,
+    Quat,
+    Vec3,
+    axis_angle_mat,
+    axis_rot,
+    euler_xyz_of,
+    intrinsic_xyz,
+    mat_mul,
+    quat_mat,
+    quat_mul,
+    quat_unit,
+    rotvec_of,
+)
+from ..solver.chain import path_to_root
+from ..solver.joints import SYNC_THRESHOLD, JointNode, PrismaticJoint, RevoluteJoint
+from .objects import union_chain
 from .skeleton import Skeleton
-from .solver import SolveResult, SolverSettings
+from .spherical import SphericalJoint
 
 Array = NDArray[np.float64]
-Mat3 = tuple[float, float, float, float, float, float, float, float, float]  # row-major
-Vec3 = tuple[float, float, float]
-Quat = tuple[float, float, float, float]  # w, x, y, z
-
-IDENT: Mat3 = (1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 1.0)
-ZERO: Vec3 = (0.0, 0.0, 0.0)
-FIXED, REVOLUTE, PRISMATIC, SPHERICAL, VIRTUAL = 0, 1, 2, 3, 4
-INF = math.inf
-
-# ----------------------------------------------------------------- plain-float rotations
-
-
-def mat_mul(a: Sequence[float], b: Sequence[float]) -> Mat3:
-    """Product of two row-major 3x3 matrices."""
-    a0, a1, a2, a3, a4, a5, a6, a7, a8 = a
-    b0, b1, b2, b3, b4, b5, b6, b7, b8 = b
-    return (
-        a0 * b0 + a1 * b3 + a2 * b6, a0 * b1 + a1 * b4 + a2 * b7, a0 * b2 + a1 * b5 + a2 * b8,
-        a3 * b0 + a4 * b3 + a5 * b6, a3 * b1 + a4 * b4 + a5 * b7, a3 * b2 + a4 * b5 + a5 * b8,
-        a6 * b0 + a7 * b3 + a8 * b6, a6 * b1 + a7 * b4 + a8 * b7, a6 * b2 + a7 * b5 + a8 * b8,
-    )  # fmt: skip
-
-
-def quat_mul(a: Sequence[float], b: Sequence[float]) -> Quat:
-    """Hamilton product ``a * b`` (``R(a) R(b)``)."""
-    aw, ax, ay, az = a
-    bw, bx, by, bz = b
-    return (
-        aw * bw - ax * bx - ay * by - az * bz,
-        aw * bx + ax * bw + ay * bz - az * by,
-        aw * by - ax * bz + ay * bw + az * bx,
-        aw * bz + ax * by - ay * bx + az * bw,
-    )
-
-
-def quat_unit(q: Sequence[float]) -> Quat:
-    """``q / |q|`` (q finite and non-zero)."""
-    w, x, y, z = q
-    n = math.sqrt(w * w + x * x + y * y + z * z)
-    return (w / n, x / n, y / n, z / n)
-
-
-def quat_mat(q: Sequence[float]) -> Mat3:
-    """Rotation matrix of a quaternion (normalised first, as ``rotations.quat_to_matrix``)."""
-    w, x, y, z = quat_unit(q)
-    return (
-        1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y),
-        2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x),
-        2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y),
-    )  # fmt: skip
-
-
-def axis_rot(r: Mat3, axis: int, angle: float) -> Mat3:
-    """``r @ R_axis(angle)`` for a coordinate axis (0 = X, 1 = Y, 2 = Z)."""
-    c, s = math.cos(angle), math.sin(angle)
-    r0, r1, r2, r3, r4, r5, r6, r7, r8 = r
-    if axis == 2:
-        return (c * r0 + s * r1, c * r1 - s * r0, r2,
-                c * r3 + s * r4, c * r4 - s * r3, r5,
-                c * r6 + s * r7, c * r7 - s * r6, r8)  # fmt: skip
-    if axis == 1:
-        return (c * r0 - s * r2, r1, s * r0 + c * r2,
-                c * r3 - s * r5, r4, s * r3 + c * r5,
-                c * r6 - s * r8, r7, s * r6 + c * r8)  # fmt: skip
-    return (r0, c * r1 + s * r2, c * r2 - s * r1,
-            r3, c * r4 + s * r5, c * r5 - s * r4,
-            r6, c * r7 + s * r8, c * r8 - s * r7)  # fmt: skip
-
-
-def axis_angle_mat(axis: Vec3, angle: float) -> Mat3:
-    """Rotation by ``angle`` about the unit ``axis``, via its quaternion."""
-    h = 0.5 * angle
-    s = math.sin(h)
-    return quat_mat((math.cos(h), axis[0] * s, axis[1] * s, axis[2] * s))
-
-
-def intrinsic_xyz(a: float, b: float, c: float) -> Quat:
-    """Quaternion of ``Rx(a) Ry(b) Rz(c)`` (the fold of a spherical joint's increments)."""
-    ha, hb, hc = 0.5 * a, 0.5 * b, 0.5 * c
-    qx = (math.cos(ha), math.sin(ha), 0.0, 0.0)
-    qy = (math.cos(hb), 0.0, math.sin(hb), 0.0)
-    qz = (math.cos(hc), 0.0, 0.0, math.sin(hc))
-    return quat_mul(quat_mul(qx, qy), qz)
-
-
-def rotvec_of(m: Sequence[float]) -> Vec3:
-    """Rotation vector of a rotation matrix, exactly as ``rotations.matrix_to_rotvec``."""
-    m00, m01, m02, m10, m11, m12, m20, m21, m22 = m
-    tr = m00 + m11 + m22
-    if tr >= max(m00, m11, m22):
-        s = 2.0 * math.sqrt(max(1.0 + tr, 0.0))
-        w, x, y, z = 0.25 * s, (m21 - m12) / s, (m02 - m20) / s, (m10 - m01) / s
-    elif m00 >= m11 and m00 >= m22:
-        s = 2.0 * math.sqrt(max(1.0 + m00 - m11 - m22, 0.0))
-        w, x, y, z = (m21 - m12) / s, 0.25 * s, (m01 + m10) / s, (m02 + m20) / s
-    elif m11 >= m22:
-        s = 2.0 * math.sqrt(max(1.0 - m00 + m11 - m22, 0.0))
-        w, x, y, z = (m02 - m20) / s, (m01 + m10) / s, 0.25 * s, (m12 + m21) / s
-    else:
-        s = 2.0 * math.sqrt(max(1.0 - m00 - m11 + m22, 0.0))
-        w, x, y, z = (m10 - m01) / s, (m02 + m20) / s, (m12 + m21) / s, 0.25 * s
-    n = math.sqrt(w * w + x * x + y * y + z * z)
-    w, x, y, z = w / n, x / n, y / n, z / n
-    if w < 0.0:
-        w, x, y, z = -w, -x, -y, -z
-    n = math.sqrt(w * w + x * x + y * y + z * z)  # quat_to_rotvec normalises again
-    w, x, y, z = w / n, x / n, y / n, z / n
-    s = math.sqrt(x * x + y * y + z * z)
-    angle = 2.0 * math.atan2(s, w)
-    k = 2.0 + (s * s) / 3.0 if s < 1e-8 else angle / s
-    return (x * k, y * k, z * k)
-
-
-def euler_xyz_of(m: Sequence[float]) -> Vec3:
-    """XYZ Euler angles (``Rz Ry Rx``, rad) of a row-major rotation matrix, exactly as
-    ``rotations.matrix_to_euler_xyz``."""
-    m00, m01, _, m10, m11, _, m20, m21, m22 = m
-    cy = math.hypot(m00, m10)
-    y = math.atan2(-m20, cy)
-    if cy > 1e-9:
-        return (math.atan2(m21, m22), y, math.atan2(m10, m00))
-    return (0.0, y, math.atan2(-m01, m11))
-
-
-def solve_spd(a: list[list[float]], b: Sequence[float]) -> list[float] | None:
-    """``x`` with ``a x = b`` by Cholesky; None when ``a`` is not numerically positive definite."""
-    m = len(b)
-    low: list[list[float]] = []
-    for i in range(m):
-        row = a[i]
-        li: list[float] = []
-        for j in range(i):
-            lj = low[j]
-            li.append((row[j] - sum(map(mul, li, lj[:j]))) / lj[j])
-        d = row[i] - sum(map(mul, li, li))
-        if not d > 0.0:
-            return None
-        li.append(math.sqrt(d))
-        low.append(li)
-    y: list[float] = []
-    for i in range(m):
-        y.append((b[i] - sum(map(mul, low[i][:i], y))) / low[i][i])
-    x = [0.0] * m
-    for i in range(m - 1, -1, -1):
-        acc = y[i]
-        for k in range(i + 1, m):
-            acc -= low[k][i] * x[k]
-        x[i] = acc / low[i][i]
-    return x
-
-
-def dls6(
-    cols: Sequence[Sequence[float]], damping: float, dx: Sequence[float]
-) -> list[float] | None:
-    """``J^T (J J^T + damping I)^-1 dx`` for a 6-row ``J`` given by its columns, with
-    ``J J^T`` accumulated column by column and a closed-form Cholesky; None when
-    ``J J^T + damping I`` is not numerically positive definite."""
-    s00 = s10 = s11 = s20 = s21 = s22 = s30 = s31 = s32 = s33 = s40 = 0.0
-    s41 = s42 = s43 = s44 = s50 = s51 = s52 = s53 = s54 = s55 = 0.0
-    for c0, c1, c2, c3, c4, c5 in cols:
-        s00 += c0 * c0
-        s10 += c1 * c0
-        s11 += c1 * c1
-        s20 += c2 * c0
-        s21 += c2 * c1
-        s22 += c2 * c2
-        s30 += c3 * c0
-        s31 += c3 * c1
-        s32 += c3 * c2
-        s33 += c3 * c3
-        s40 += c4 * c0
-        s41 += c4 * c1
-        s42 += c4 * c2
-        s43 += c4 * c3
-        s44 += c4 * c4
-        s50 += c5 * c0
-        s51 += c5 * c1
-        s52 += c5 * c2
-        s53 += c5 * c3
-        s54 += c5 * c4
-        s55 += c5 * c5
-    d = s00 + damping
-    if not d > 0.0:
-        return None
-    l00 = math.sqrt(d)
-    l10 = s10 / l00
-    d = s11 + damping - l10 * l10
-    if not d > 0.0:
-        return None
-    l11 = math.sqrt(d)
-    l20 = s20 / l00
-    l21 = (s21 - l20 * l10) / l11
-    d = s22 + damping - l20 * l20 - l21 * l21
-    if not d > 0.0:
-        return None
-    l22 = math.sqrt(d)
-    l30 = s30 / l00
-    l31 = (s31 - l30 * l10) / l11
-    l32 = (s32 - l30 * l20 - l31 * l21) / l22
-    d = s33 + damping - l30 * l30 - l31 * l31 - l32 * l32
-    if not d > 0.0:
-        return None
-    l33 = math.sqrt(d)
-    l40 = s40 / l00
-    l41 = (s41 - l40 * l10) / l11
-    l42 = (s42 - l40 * l20 - l41 * l21) / l22
-    l43 = (s43 - l40 * l30 - l41 * l31 - l42 * l32) / l33
-    d = s44 + damping - l40 * l40 - l41 * l41 - l42 * l42 - l43 * l43
-    if not d > 0.0:
-        return None
-    l44 = math.sqrt(d)
-    l50 = s50 / l00
-    l51 = (s51 - l50 * l10) / l11
-    l52 = (s52 - l50 * l20 - l51 * l21) / l22
-    l53 = (s53 - l50 * l30 - l51 * l31 - l52 * l32) / l33
-    l54 = (s54 - l50 * l40 - l51 * l41 - l52 * l42 - l53 * l43) / l44
-    d = s55 + damping - l50 * l50 - l51 * l51 - l52 * l52 - l53 * l53 - l54 * l54
-    if not d > 0.0:
-        return None
-    l55 = math.sqrt(d)
-    b0, b1, b2, b3, b4, b5 = dx
-    y0 = b0 / l00
-    y1 = (b1 - l10 * y0) / l11
-    y2 = (b2 - l20 * y0 - l21 * y1) / l22
-    y3 = (b3 - l30 * y0 - l31 * y1 - l32 * y2) / l33
-    y4 = (b4 - l40 * y0 - l41 * y1 - l42 * y2 - l43 * y3) / l44
-    y5 = (b5 - l50 * y0 - l51 * y1 - l52 * y2 - l53 * y3 - l54 * y4) / l55
-    x5 = y5 / l55
-    x4 = (y4 - l54 * x5) / l44
-    x3 = (y3 - l43 * x4 - l53 * x5) / l33
-    x2 = (y2 - l32 * x3 - l42 * x4 - l52 * x5) / l22
-    x1 = (y1 - l21 * x2 - l31 * x3 - l41 * x4 - l51 * x5) / l11
-    x0 = (y0 - l10 * x1 - l20 * x2 - l30 * x3 - l40 * x4 - l50 * x5) / l00
-    return [x0 * c0 + x1 * c1 + x2 * c2 + x3 * c3 + x4 * c4 + x5 * c5
-            for c0, c1, c2, c3, c4, c5 in cols]
-
+FIXED, REVOLUTE, PRISMATIC, SPHERICAL, VIRTUAL = 0, 1, 2, 3, 4  # compiled joint kinds
 
 # ----------------------------------------------------------------------- compiled model
 
@@ -733,171 +510,3 @@ def _solver_nodes(joint: JointNode) -> list[JointNode]:
     return nodes
 
 
-# --------------------------------------------------------------------- the spec solver
-
-
-def _targets(target: ArrayLike | Sequence[ArrayLike], m: int) -> list[Array]:
-    if m == 1 and isinstance(target, np.ndarray) and target.shape == (4, 4):
-        return [target]
-    arr = np.asarray(target, dtype=float)
-    ts = [arr] if arr.ndim == 2 else list(arr)
-    if len(ts) != m or any(t.shape != (4, 4) for t in ts):
-        raise ValueError(f"expected {m} target 4x4 matrices, one per effector")
-    return ts
-
-
-class _FloatStepper:
-    """The loop's operations on a CompiledKinematics, in plain floats."""
-
-    def __init__(self, model: CompiledKinematics, targets: list[Array], damping: float) -> None:
-        self.model = model
-        self.targets = []
-        for t in targets:
-            (r0, r1, r2, p0), (r3, r4, r5, p1), (r6, r7, r8, p2), _ = t.tolist()
-            self.targets.append(((r0, r1, r2, r3, r4, r5, r6, r7, r8), (p0, p1, p2)))
-        self.damping = damping
-
-    def measure(self) -> tuple[list[float], list[tuple[float, float]]]:
-        dx: list[float] = []
-        errs = []
-        for k, (tr, tp) in enumerate(self.targets):
-            e = self.model.pose_error(k, tr, tp)  # type: ignore[arg-type]
-            dx.extend(e)
-            errs.append((math.sqrt(e[0] * e[0] + e[1] * e[1] + e[2] * e[2]),
-                         math.sqrt(e[3] * e[3] + e[4] * e[4] + e[5] * e[5])))
-        return dx, errs
-
-    def norm(self, dx: list[float]) -> float:
-        return math.sqrt(sum(map(mul, dx, dx)))
-
-    def step(self, dx: list[float]) -> list[float] | None:
-        """``J^T (J J^T + damping I)^-1 dx``; None when the system cannot be solved."""
-        model = self.model
-        cols = model.jacobian_columns(0)
-        if len(self.targets) == 1:
-            dq = dls6(cols, self.damping, dx)
-            if dq is not None:
-                return dq
-        for k in range(1, len(self.targets)):
-            cols = [a + b for a, b in zip(cols, model.jacobian_columns(k), strict=True)]
-        rows = list(zip(*cols, strict=True))
-        a = [[sum(map(mul, ri, rj)) for rj in rows] for ri in rows]
-        for i in range(len(rows)):
-            a[i][i] += self.damping
-        beta = solve_spd(a, dx)
-        if beta is None:  # not numerically positive definite (damping 0): LU, as solve does
-            try:
-                beta = [float(v) for v in np.linalg.solve(np.array(a), np.array(dx))]
-            except np.linalg.LinAlgError:
-                return None
-        return [sum(map(mul, col, beta)) for col in cols]
-
-    def apply(self, dq: list[float], alpha: float) -> None:
-        self.model.apply_scaled(dq, alpha)
-
-    def clip(self) -> None:
-        self.model.clip()
-
-
-class _ArrayStepper:
-    """The loop's operations on any Kinematics, through the protocol (numpy)."""
-
-    def __init__(self, model: Kinematics, targets: list[Array], damping: float) -> None:
-        self.model = model
-        self.targets = targets
-        self.eye = damping * np.eye(6 * len(targets))
-
-    def measure(self) -> tuple[Array, list[tuple[float, float]]]:
-        parts = []
-        errs = []
-        for k, t in enumerate(self.targets):
-            g = self.model.effector_transform(k)
-            dp = t[:3, 3] - g[:3, 3]
-            dr = matrix_to_rotvec(t[:3, :3] @ g[:3, :3].T)
-            parts += [dp, dr]
-            errs.append((math.sqrt(dp @ dp), math.sqrt(dr @ dr)))
-        return np.concatenate(parts), errs
-
-    def norm(self, dx: Array) -> float:
-        return float(np.linalg.norm(dx))
-
-    def step(self, dx: Array) -> Array | None:
-        jac = np.vstack([self.model.jacobian(k) for k in range(len(self.targets))])
-        try:
-            beta = np.linalg.solve(jac @ jac.T + self.eye, dx)
-        except np.linalg.LinAlgError:
-            return None
-        return jac.T @ beta
-
-    def apply(self, dq: Array | list[float], alpha: float) -> None:
-        self.model.apply_delta(alpha * np.asarray(dq, dtype=float))
-
-    def clip(self) -> None:
-        self.model.apply_delta(np.zeros(self.model.n))
-
-
-def solve_spec(
-    model: Kinematics,
-    target: ArrayLike | Sequence[ArrayLike],
-    settings: SolverSettings | None = None,
-) -> SolveResult:
-    """SPEC 5.4 DLS on ``model``: the iterates of ``solver.solve``, one decision at a time.
-
-    ``target`` is one world 4x4 (metres) or one per effector; several effectors stack
-    their 6-vector errors and Jacobians, and converge when every effector is within the
-    tolerances. The model is left in the final state, FK current. The result's errors
-    are the largest over the effectors (m, rad).
-    """
-    s = settings or SolverSettings()
-    targets = _targets(target, len(model.effectors))
-    stepper: _FloatStepper | _ArrayStepper
-    if isinstance(model, CompiledKinematics):
-        stepper = _FloatStepper(model, targets, s.damping)
-    else:
-        stepper = _ArrayStepper(model, targets, s.damping)
-    ptol, otol = s.position_tolerance, s.orientation_tolerance
-    iterations = 0
-    best: tuple[float, object] | None = None
-
-    def result(converged: bool, errs: list[tuple[float, float]]) -> SolveResult:
-        return SolveResult(converged, iterations, max(e[0] for e in errs),
-                           max(e[1] for e in errs))
-
-    stepper.clip()  # a start outside the limits is clipped into them, as solve does
-    model.update()
-    dx, errs = stepper.measure()
-    while True:
-        if all(pe < ptol and oe < otol for pe, oe in errs):
-            return result(True, errs)
-        if iterations >= s.max_iterations or model.n == 0:
-            break
-        err = stepper.norm(dx)  # type: ignore[arg-type]
-        dq = stepper.step(dx)  # type: ignore[arg-type]
-        if dq is None or not all(math.isfinite(d) for d in dq):
-            break
-        if s.enable_line_search:
-            before = model.save()
-            alpha = s.line_search_alpha
-            while alpha >= s.line_search_alpha_min:
-                stepper.apply(dq, alpha)  # type: ignore[arg-type]
-                model.update()
-                dx, errs = stepper.measure()
-                if stepper.norm(dx) < err:  # type: ignore[arg-type]
-                    break
-                model.restore(before)
-                alpha *= 0.5
-            else:  # no step size improves the error: stop (SPEC 5.4)
-                model.update()
-                return result(False, stepper.measure()[1])
-        else:
-            if best is None or err < best[0]:
-                best = (err, model.save())
-            stepper.apply(dq, 1.0)  # type: ignore[arg-type]
-            model.update()
-            dx, errs = stepper.measure()
-        iterations += 1
-    if best is not None and best[0] < stepper.norm(dx):  # type: ignore[arg-type]
-        model.restore(best[1])
-        model.update()
-        errs = stepper.measure()[1]
-    return result(False, errs)

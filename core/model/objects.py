@@ -1,76 +1,22 @@
-"""The kinematics protocol (docs/architecture.md) and its reference implementation.
+"""The kinematics protocol on the joint objects of a Skeleton: the reference implementation.
 
-A ``Kinematics`` model is what the fast spec solver and the robust solver iterate on:
-columns are the 1-DoF solver nodes of the effectors' IK chains (spherical joints as
-their three virtual hinges), the state is every column value, spherical quaternion and
-shifted virtual limit. Frames: world. Units: metres and radians (prismatic columns in
-metres, the rest in radians).
-
-``ObjectKinematics`` implements the protocol directly on the joint objects of a
-``Skeleton``: slow, obviously right, and the reference the compiled model is tested
-against.
+Slow and obviously right; the compiled model is tested against it. Frames: world.
+Units: metres and radians.
 """
 
 from __future__ import annotations
 
 import math
-from typing import Protocol, runtime_checkable
 
 import numpy as np
 from numpy.typing import NDArray
 
-from .chain import build_ik_chain, chain_sphericals, compute_jacobian
-from .joints import JointNode, PrismaticJoint, RevoluteJoint, SphericalJoint
+from ..solver.chain import build_ik_chain, chain_sphericals, compute_jacobian
+from ..solver.joints import JointNode, PrismaticJoint, RevoluteJoint
 from .skeleton import Skeleton
+from .spherical import SphericalJoint
 
 Array = NDArray[np.float64]
-
-
-@runtime_checkable
-class Kinematics(Protocol):
-    """What a solver needs from a model (world frame; metres, radians)."""
-
-    names: list[str]  # one per column, union of the effectors' chains, root first
-    effectors: list[str]
-    n: int
-
-    def reset(self) -> None:
-        """T-pose (as ``Skeleton.reset``), FK current."""
-
-    def update(self) -> None:
-        """FK; folds spherical increments as ``SphericalJoint.update_global_transform``."""
-
-    def effector_transform(self, k: int) -> Array:
-        """(4,4) world transform of effector ``k`` (metres)."""
-        ...
-
-    def jacobian(self, k: int) -> Array:
-        """(6, n) world Jacobian of effector ``k``: rows linear (m/unit), angular (rad/unit)."""
-        ...
-
-    def apply_delta(self, dq: Array) -> None:
-        """Per column: ``q += d``, clipped to the current limits."""
-
-    def limits(self) -> tuple[Array, Array]:
-        """Current (shifted) lower and upper limits per column; -inf/+inf when none."""
-        ...
-
-    def increments(self) -> Array:
-        """Current column values (virtual columns are increments since the last fold)."""
-        ...
-
-    def save(self) -> object:
-        """Snapshot of every q, spherical quaternion and shifted limit."""
-        ...
-
-    def restore(self, state: object) -> None:
-        """Put back a ``save()`` (call ``update()`` afterwards)."""
-
-    def write_back(self, skeleton: Skeleton) -> None:
-        """Copy the state into the joint objects of ``skeleton`` and run its FK."""
-
-    def read_from(self, skeleton: Skeleton) -> None:
-        """Take the state from the joint objects of ``skeleton``."""
 
 
 def union_chain(skeleton: Skeleton, effectors: list[str]) -> list[JointNode]:

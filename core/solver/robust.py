@@ -60,10 +60,7 @@ from time import perf_counter
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from .fast import (
-    PRISMATIC,
-    VIRTUAL,
-    CompiledKinematics,
+from ..floatmath import (
     Quat,
     dls6,
     intrinsic_xyz,
@@ -72,10 +69,12 @@ from .fast import (
     quat_unit,
     solve_spd,
 )
+from ..model.compiled import PRISMATIC, VIRTUAL, CompiledKinematics  # TODO(layers): protocol
+from ..model.objects import ObjectKinematics
+from ..rotations import matrix_to_rotvec
 from .joints import JointNode
-from .kinematics import Kinematics, ObjectKinematics
-from .rotations import matrix_to_rotvec
-from .solver import SolveResult, SolverSettings
+from .kinematics import Kinematics
+from .settings import SolveResult, SolverSettings
 
 Array = NDArray[np.float64]
 Weight = tuple[float, float]  # (position weight, orientation weight), >= 0

@@ -6,25 +6,14 @@ All vectors are in world space; positions in metres, rotation errors in radians.
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
-from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from ..rotations import matrix_to_rotvec
 from .chain import build_ik_chain, chain_sphericals, compute_jacobian
-from .joints import JointNode, SphericalJoint
-from .rotations import matrix_to_rotvec
-
-
-@dataclass
-class SolveResult:
-    """Outcome of one solve: steps applied and the final errors (m, rad)."""
-
-    converged: bool
-    iterations: int
-    position_error: float
-    orientation_error: float
+from .joints import CompositeJoint, JointNode
+from .settings import SolveResult, SolverSettings
 
 
 def pose_error(
@@ -38,27 +27,10 @@ def pose_error(
     return dp, dr
 
 
-@dataclass(frozen=True)
-class SolverSettings:
-    """The tunable arguments of :func:`solve_ik`, with SPEC 5.4's defaults."""
-
-    max_iterations: int = 100
-    position_tolerance: float = 1e-3  # metres
-    orientation_tolerance: float = 1e-1  # radians
-    damping: float = 0.0001
-    enable_line_search: bool = True
-    line_search_alpha: float = 1.0
-    line_search_alpha_min: float = 1e-2
-
-    def kwargs(self) -> dict[str, Any]:
-        """Keyword arguments for :func:`solve` / :func:`solve_ik`."""
-        return asdict(self)
-
-
 ChainState = tuple[list[tuple[float, object]], list[NDArray[np.float64]]]
 
 
-def save_chain_state(chain: list[JointNode], sphericals: list[SphericalJoint]) -> ChainState:
+def save_chain_state(chain: list[JointNode], sphericals: list[CompositeJoint]) -> ChainState:
     """Snapshot of every q and limit in the chain and every spherical quaternion."""
     return (
         [(node.q, node.limits) for node in chain],  # type: ignore[attr-defined]
@@ -67,7 +39,7 @@ def save_chain_state(chain: list[JointNode], sphericals: list[SphericalJoint]) -
 
 
 def restore_chain_state(
-    chain: list[JointNode], sphericals: list[SphericalJoint], state: ChainState
+    chain: list[JointNode], sphericals: list[CompositeJoint], state: ChainState
 ) -> None:
     """Put back a snapshot from :func:`save_chain_state` (FK must run afterwards)."""
     values, quats = state

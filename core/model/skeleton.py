@@ -7,10 +7,11 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from .errors import DhikError
-from .formats import JointDef, SkeletonDef
-from .joints import FixedJoint, JointNode, PrismaticJoint, RevoluteJoint, SphericalJoint
-from .rotations import IDENTITY_QUAT, quat_normalize, quat_to_euler_xyz
+from ..errors import DhikError
+from ..rotations import IDENTITY_QUAT, quat_normalize, quat_to_euler_xyz
+from ..solver.joints import FixedJoint, JointNode, PrismaticJoint, RevoluteJoint
+from .definition import JointDef, SkeletonDef
+from .spherical import SphericalJoint
 
 
 def make_joint(d: JointDef) -> JointNode:

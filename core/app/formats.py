@@ -32,111 +32,29 @@ Choices beyond SPEC/DECISIONS (documented here for the other modules):
 from __future__ import annotations
 
 import heapq
-import json
 import math
 import numbers
 import os
-import re
-import stat
-import tempfile
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any, NoReturn
+from typing import Any
 
 import numpy as np
 
-from .errors import DhikError
-
-JOINT_TYPES = ("fixed", "revolute", "prismatic", "spherical")
-ANIMATED_TYPES = ("revolute", "prismatic", "spherical")
-
-Vec3 = tuple[float, float, float]
-Range = tuple[float, float]
-SphericalLimits = tuple[Range | None, Range | None, Range | None]
+from ..model.definition import (
+    ANIMATED_TYPES,
+    JOINT_TYPES,
+    JointDef,
+    Keyframe,
+    Range,
+    SkeletonDef,
+    Vec3,
+)
+from .jsonio import atomic_write_json, fail, key_path, kind_of, load_json, show
 
 _UNIT_TOLERANCE = 1e-12
-_IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-
-
-@dataclass(frozen=True)
-class JointDef:
-    """One joint of skeleton.json, validated.
-
-    ``offset`` (metres) is relative to the parent. ``axis`` is a unit vector
-    (revolute/prismatic only, else None). ``limits`` is None, ``(min, max)``
-    (radians or metres) or, for spherical joints, a 3-tuple of ``(min, max)``
-    or None per XYZ Euler angle (radians). ``quaternion`` ``(w, x, y, z)``,
-    unit, is the fixed rotation of a fixed joint (None = identity).
-    """
-
-    name: str
-    type: str
-    offset: Vec3 = (0.0, 0.0, 0.0)
-    parent: str | None = None
-    axis: Vec3 | None = None
-    limits: Range | SphericalLimits | None = None
-    quaternion: tuple[float, float, float, float] | None = None
-
-
-@dataclass(frozen=True)
-class SkeletonDef:
-    """A validated skeleton: ``joints`` ordered parents before children (root first)."""
-
-    root_name: str
-    joints: tuple[JointDef, ...]
-
-
-@dataclass(frozen=True)
-class Keyframe:
-    """One target keyframe: ``pos`` in metres (world), ``euler`` XYZ in degrees (world)."""
-
-    frame: int
-    pos: Vec3
-    euler: Vec3
 
 
 # --------------------------------------------------------------------------- helpers
-
-
-def _fail(source: str, path: str, problem: str) -> NoReturn:
-    raise DhikError.at(source, path, problem)
-
-
-def _show(value: Any) -> str:
-    """The value as JSON text (``NaN``, ``true``, ``"abc"``), shortened for messages."""
-    if isinstance(value, np.ndarray):
-        value = value.tolist()
-    elif isinstance(value, np.generic):
-        value = value.item()
-    try:
-        text = json.dumps(value, ensure_ascii=False)
-    except (TypeError, ValueError):
-        text = repr(value)
-    return text if len(text) <= 40 else text[:37] + "..."
-
-
-def _kind(value: Any) -> str:
-    """The JSON type name of a parsed value."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, numbers.Number):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, Mapping):
-        return "object"
-    if isinstance(value, (list, tuple)):
-        return "array"
-    return type(value).__name__
-
-
-def _key_path(path: str, key: str) -> str:
-    """JSON path of ``key`` inside the object at ``path``: ``a.b`` or ``a["b.001"]``."""
-    if _IDENTIFIER.match(key):
-        return f"{path}.{key}" if path else key
-    return f"{path}[{json.dumps(key, ensure_ascii=False)}]"
 
 
 def _is_array(value: Any) -> bool:
@@ -147,54 +65,54 @@ def _is_array(value: Any) -> bool:
 
 def _required(obj: Mapping, key: str, source: str, path: str) -> Any:
     if key not in obj:
-        _fail(source, _key_path(path, key), "required field is missing")
+        fail(source, key_path(path, key), "required field is missing")
     return obj[key]
 
 
 def _object(value: Any, source: str, path: str, what: str = "an object") -> Mapping:
     if not isinstance(value, Mapping):
-        _fail(source, path, f"must be {what}, got {_kind(value)}")
+        fail(source, path, f"must be {what}, got {kind_of(value)}")
     return value
 
 
 def _number(value: Any, source: str, path: str) -> float:
     """A finite JSON number (booleans are not numbers) as a float."""
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
-        _fail(source, path, f"must be a number, got {_show(value)}")
+        fail(source, path, f"must be a number, got {show(value)}")
     try:
         x = float(value)
     except OverflowError:
         x = math.inf
     if not math.isfinite(x):
-        _fail(source, path, f"must be a finite number, got {_show(value)}")
+        fail(source, path, f"must be a finite number, got {show(value)}")
     return x
 
 
 def _frame_number(value: Any, source: str, path: str) -> int:
     """A frame: an integer >= 0 (3.0 and true are not integers)."""
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral) or value < 0:
-        _fail(source, path, f"must be an integer >= 0, got {_show(value)}")
+        fail(source, path, f"must be an integer >= 0, got {show(value)}")
     return int(value)
 
 
 def _name(value: Any, source: str, path: str) -> str:
     if not isinstance(value, str) or not value:
-        _fail(source, path, f"must be a non-empty string, got {_show(value)}")
+        fail(source, path, f"must be a non-empty string, got {show(value)}")
     return value
 
 
 def _joint_type(value: Any, allowed: tuple[str, ...], source: str, path: str) -> str:
     if not isinstance(value, str) or value not in allowed:
         expected = ", ".join(f'"{t}"' for t in allowed)
-        problem = f"unknown joint type {_show(value)}; expected one of {expected}"
-        _fail(source, f"{path}.type", problem)
+        problem = f"unknown joint type {show(value)}; expected one of {expected}"
+        fail(source, f"{path}.type", problem)
     return value
 
 
 def _numbers(value: Any, n: int, source: str, path: str, shape: str) -> tuple[float, ...]:
     """``n`` finite numbers; ``shape`` describes the expected value in messages."""
     if not _is_array(value) or len(value) != n:
-        _fail(source, path, f"must be {shape}, got {_show(value)}")
+        fail(source, path, f"must be {shape}, got {show(value)}")
     return tuple(_number(x, source, f"{path}[{i}]") for i, x in enumerate(value))
 
 
@@ -216,7 +134,7 @@ def _axis(value: Any, source: str, path: str) -> Vec3:
     shape = "a non-zero 3-vector"
     unit = _normalised(_numbers(value, 3, source, path, shape))
     if unit is None:
-        _fail(source, path, f"must be {shape}")
+        fail(source, path, f"must be {shape}")
     return unit  # type: ignore[return-value]
 
 
@@ -225,7 +143,7 @@ def _quaternion(value: Any, source: str, path: str, normalise: bool) -> tuple[fl
     q = _numbers(value, 4, source, path, shape)
     unit = _normalised(q)
     if unit is None:
-        _fail(source, path, f"must be {shape}")
+        fail(source, path, f"must be {shape}")
     return unit if normalise else q
 
 
@@ -233,7 +151,7 @@ def _range(value: Any, source: str, path: str) -> Range:
     """``[min, max]`` with min <= max (equal bounds lock the joint)."""
     lo, hi = _numbers(value, 2, source, path, "null or [min, max]")
     if lo > hi:
-        _fail(source, path, f"min {_show(value[0])} is greater than max {_show(value[1])}")
+        fail(source, path, f"min {show(value[0])} is greater than max {show(value[1])}")
     return (lo, hi)
 
 
@@ -243,10 +161,10 @@ def _limits(value: Any, joint_type: str, source: str, path: str):
     if joint_type != "spherical":
         return _range(value, source, path)
     if not _is_array(value) or len(value) != 3:
-        _fail(
+        fail(
             source,
             path,
-            f"must be null or an array of 3 items, each [min, max] or null, got {_show(value)}",
+            f"must be null or an array of 3 items, each [min, max] or null, got {show(value)}",
         )
     return tuple(
         None if v is None else _range(v, source, f"{path}[{i}]") for i, v in enumerate(value)
@@ -254,131 +172,6 @@ def _limits(value: Any, joint_type: str, source: str, path: str):
 
 
 # --------------------------------------------------------------------------- JSON files
-
-
-class _DuplicateKey(ValueError):
-    pass
-
-
-def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict:
-    result: dict = {}
-    for key, value in pairs:
-        if key in result:
-            raise _DuplicateKey(key)
-        result[key] = value
-    return result
-
-
-def _reason(exc: OSError) -> str:
-    return exc.strerror or str(exc)
-
-
-def load_json(path: str | os.PathLike) -> Any:
-    """Read a UTF-8 JSON file (a BOM is allowed); DhikError if unreadable or invalid."""
-    source = str(path)
-    try:
-        with open(path, encoding="utf-8-sig") as f:
-            text = f.read()
-    except OSError as exc:
-        _fail(source, "", f"cannot read: {_reason(exc)}")
-    except UnicodeDecodeError:
-        _fail(source, "", "cannot read: not UTF-8 text")
-    try:
-        return json.loads(text, object_pairs_hook=_no_duplicate_keys)
-    except json.JSONDecodeError as exc:
-        _fail(source, "", f"invalid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}")
-    except _DuplicateKey as exc:
-        _fail(source, "", f"invalid JSON: duplicate key {_show(exc.args[0])} in one object")
-    except (ValueError, RecursionError) as exc:
-        _fail(source, "", f"invalid JSON: {exc}")
-
-
-def _dumps(value: Any, source: str, path: str, level: int) -> str:
-    """JSON text, 2-space indent, arrays of scalars on one line; DhikError on NaN/inf."""
-    if isinstance(value, np.ndarray):
-        value = value.tolist()
-    elif isinstance(value, np.generic):
-        value = value.item()
-    pad, inner = "  " * level, "  " * (level + 1)
-    if isinstance(value, Mapping):
-        if not value:
-            return "{}"
-        items = []
-        for key, item in value.items():
-            if not isinstance(key, str):
-                raise TypeError(f"JSON object keys must be strings, got {key!r}")
-            text = _dumps(item, source, _key_path(path, key), level + 1)
-            items.append(f"{inner}{json.dumps(key, ensure_ascii=False)}: {text}")
-        return "{\n" + ",\n".join(items) + "\n" + pad + "}"
-    if isinstance(value, (list, tuple)):
-        parts = [_dumps(v, source, f"{path}[{i}]", level + 1) for i, v in enumerate(value)]
-        if all(not isinstance(v, (Mapping, list, tuple, np.ndarray)) for v in value):
-            return "[" + ", ".join(parts) + "]"
-        return "[\n" + ",\n".join(inner + p for p in parts) + "\n" + pad + "]"
-    if isinstance(value, float) and not math.isfinite(value):
-        _fail(source, path, f"cannot save a non-finite number ({_show(value)})")
-    if value is None or isinstance(value, (bool, int, float, str)):
-        return json.dumps(value, ensure_ascii=False)
-    raise TypeError(f"{source}: {path}: cannot save a {type(value).__name__} as JSON")
-
-
-def _new_file_mode() -> int:
-    umask = os.umask(0)
-    os.umask(umask)
-    return 0o666 & ~umask
-
-
-def atomic_write_json(path: str | os.PathLike, data: Any) -> None:
-    """Write ``data`` as JSON to ``path`` atomically.
-
-    The text is built first (NaN/inf raise DhikError naming the JSON path, and
-    nothing is written), then written to a temporary file in the same
-    directory, fsync'ed and renamed over ``path``: a crash or error never leaves
-    a half file, and never a temporary file. numpy scalars and arrays are accepted.
-    """
-    source = str(path)
-    text = _dumps(data, source, "", 0) + "\n"
-    target = os.path.abspath(path)
-    directory = os.path.dirname(target)
-    try:
-        mode = stat.S_IMODE(os.stat(target).st_mode)
-    except OSError:
-        mode = _new_file_mode()
-    try:
-        fd, tmp = tempfile.mkstemp(
-            prefix=f".{os.path.basename(target)}.", suffix=".tmp", dir=directory
-        )
-    except OSError as exc:
-        _fail(source, "", f"cannot write: {_reason(exc)}")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, mode)
-        os.replace(tmp, target)
-    except BaseException as exc:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        if isinstance(exc, OSError):
-            _fail(source, "", f"cannot write: {_reason(exc)}")
-        raise
-    if hasattr(os, "O_DIRECTORY"):  # make the rename itself durable (POSIX)
-        try:
-            dfd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
-        except OSError:
-            return
-        try:
-            os.fsync(dfd)
-        except OSError:
-            pass
-        finally:
-            os.close(dfd)
-
-
-# --------------------------------------------------------------------------- skeleton.json
 
 
 def _parse_joint(item: Any, source: str, path: str) -> JointDef:
@@ -394,7 +187,7 @@ def _parse_joint(item: Any, source: str, path: str) -> JointDef:
     axis = None
     if joint_type in ("revolute", "prismatic"):
         if "axis" not in item:
-            _fail(source, f"{path}.axis", f"required for a {joint_type} joint")
+            fail(source, f"{path}.axis", f"required for a {joint_type} joint")
         axis = _axis(item["axis"], source, f"{path}.axis")
     limits = _limits(item.get("limits"), joint_type, source, f"{path}.limits")
     quaternion = None
@@ -428,8 +221,8 @@ def _parents_first(joints: list[JointDef], root: int, source: str) -> tuple[Join
         start = cycle.index(min(cycle))
         cycle = cycle[start:] + cycle[:start]
         names = [joints[k].parent for k in cycle]  # each joint's parent: walk is child -> parent
-        text = " -> ".join(_show(n) for n in [joints[cycle[0]].name, *names])
-        _fail(source, f"joints[{cycle[0]}].parent", f"parent cycle: {text}")
+        text = " -> ".join(show(n) for n in [joints[cycle[0]].name, *names])
+        fail(source, f"joints[{cycle[0]}].parent", f"parent cycle: {text}")
     return tuple(joints[i] for i in order)
 
 
@@ -439,45 +232,45 @@ def parse_skeleton(data: Any, source: str = "skeleton.json") -> SkeletonDef:
     root_name = _name(_required(data, "root_name", source, ""), source, "root_name")
     items = _required(data, "joints", source, "")
     if not isinstance(items, list):
-        _fail(source, "joints", f"must be an array of joints, got {_kind(items)}")
+        fail(source, "joints", f"must be an array of joints, got {kind_of(items)}")
     if not items:
-        _fail(source, "joints", "must contain at least one joint")
+        fail(source, "joints", "must contain at least one joint")
     joints = [_parse_joint(item, source, f"joints[{i}]") for i, item in enumerate(items)]
 
     first: dict[str, int] = {}
     for i, j in enumerate(joints):
         if j.name in first:
             also = f"joints[{first[j.name]}]"
-            _fail(source, f"joints[{i}].name", f"duplicate name {_show(j.name)} (also {also})")
+            fail(source, f"joints[{i}].name", f"duplicate name {show(j.name)} (also {also})")
         first[j.name] = i
     for i, j in enumerate(joints):
         if j.parent is not None and j.parent not in first:
-            _fail(source, f"joints[{i}].parent", f"unknown joint {_show(j.parent)}")
+            fail(source, f"joints[{i}].parent", f"unknown joint {show(j.parent)}")
     roots = [i for i, j in enumerate(joints) if j.parent is None]
     if not roots:
-        _fail(source, "joints", 'no root: exactly one joint must have "parent": null')
+        fail(source, "joints", 'no root: exactly one joint must have "parent": null')
     if len(roots) > 1:
-        _fail(
+        fail(
             source,
             f"joints[{roots[1]}].parent",
-            f"null or missing, but {_show(joints[roots[0]].name)} is already the root; "
+            f"null or missing, but {show(joints[roots[0]].name)} is already the root; "
             "exactly one joint may have no parent",
         )
     root = roots[0]
     if root_name not in first:
-        _fail(source, "root_name", f"{_show(root_name)} is not the name of a joint")
+        fail(source, "root_name", f"{show(root_name)} is not the name of a joint")
     if root_name != joints[root].name:
-        _fail(
+        fail(
             source,
             "root_name",
-            f"{_show(root_name)} is not the root; the joint with no parent is "
-            f"{_show(joints[root].name)}",
+            f"{show(root_name)} is not the root; the joint with no parent is "
+            f"{show(joints[root].name)}",
         )
     if joints[root].type != "fixed":
-        _fail(
+        fail(
             source,
             f"joints[{root}].type",
-            f'the root joint must be "fixed", got {_show(joints[root].type)} '
+            f'the root joint must be "fixed", got {show(joints[root].type)} '
             "(add a fixed root joint as its parent)",
         )
     return SkeletonDef(root_name, _parents_first(joints, root, source))
@@ -525,9 +318,9 @@ def save_skeleton(defn: SkeletonDef, path: str | os.PathLike) -> None:
 def parse_targets(data: Any, source: str = "targets.json") -> list[Keyframe]:
     """Validate parsed targets.json ``data`` (SPEC 3.2): keyframes sorted by frame."""
     if not isinstance(data, list):
-        _fail(source, "", f"must be a JSON array of keyframes, got {_kind(data)}")
+        fail(source, "", f"must be a JSON array of keyframes, got {kind_of(data)}")
     if not data:
-        _fail(source, "", "must contain at least one keyframe")
+        fail(source, "", "must contain at least one keyframe")
     keyframes: list[Keyframe] = []
     first: dict[int, int] = {}
     for i, item in enumerate(data):
@@ -535,7 +328,7 @@ def parse_targets(data: Any, source: str = "targets.json") -> list[Keyframe]:
         _object(item, source, path)
         frame = _frame_number(_required(item, "frame", source, path), source, f"{path}.frame")
         if frame in first:
-            _fail(source, f"{path}.frame", f"duplicate frame {frame} (also [{first[frame]}])")
+            fail(source, f"{path}.frame", f"duplicate frame {frame} (also [{first[frame]}])")
         first[frame] = i
         pos = _vec3(_required(item, "pos", source, path), source, f"{path}.pos")
         euler = _vec3(_required(item, "euler", source, path), source, f"{path}.euler")
@@ -596,7 +389,7 @@ def parse_animation(data: Any, source: str = "animation.json") -> list[dict]:
     _object(data, source, "", 'a JSON object with "frames"')
     items = _required(data, "frames", source, "")
     if not isinstance(items, list):
-        _fail(source, "frames", f"must be an array of frames, got {_kind(items)}")
+        fail(source, "frames", f"must be an array of frames, got {kind_of(items)}")
     frames: list[dict] = []
     previous: int | None = None
     for i, item in enumerate(items):
@@ -604,7 +397,7 @@ def parse_animation(data: Any, source: str = "animation.json") -> list[dict]:
         _object(item, source, path)
         frame = _frame_number(_required(item, "frame", source, path), source, f"{path}.frame")
         if previous is not None and frame <= previous:
-            _fail(
+            fail(
                 source,
                 f"{path}.frame",
                 f"{frame} does not follow the previous frame {previous}; "
@@ -618,7 +411,7 @@ def parse_animation(data: Any, source: str = "animation.json") -> list[dict]:
             "an object mapping joint names to values",
         )
         joints = {
-            name: _parse_joint_value(entry, source, _key_path(f"{path}.joints", name))
+            name: _parse_joint_value(entry, source, key_path(f"{path}.joints", name))
             for name, entry in values.items()
         }
         frames.append({"frame": frame, "joints": joints})
@@ -649,7 +442,7 @@ def detect_kind(data: Any, source: str = "input") -> str:
             return "animation"
     elif isinstance(data, list):
         return "targets"
-    _fail(
+    fail(
         source,
         "",
         'not a dhik file: expected a skeleton (object with a "joints" array), '

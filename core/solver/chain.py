@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from .joints import JointNode, SphericalJoint
+from .joints import CompositeJoint, JointNode
 
 
 def path_to_root(root: JointNode, effector: JointNode) -> list[JointNode]:
@@ -48,9 +48,9 @@ def compute_jacobian(chain: list[JointNode], end_effector_pos: ArrayLike) -> NDA
     return jac
 
 
-def chain_sphericals(nodes: list[JointNode]) -> list[SphericalJoint]:
+def chain_sphericals(nodes: list[JointNode]) -> list[CompositeJoint]:
     """The spherical joints owning virtual nodes in ``nodes``, in order of appearance."""
-    out: list[SphericalJoint] = []
+    out: list[CompositeJoint] = []
     for node in nodes:
         sp = node.spherical_parent
         if sp is not None and sp not in out:

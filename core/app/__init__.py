@@ -1,0 +1,1 @@
+"""SPEC Application Layer without Blender: JSON formats, interpolation, bake, the CLI."""

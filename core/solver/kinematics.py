@@ -1,0 +1,88 @@
+"""The kinematics protocol (docs/architecture.md) and its reference implementation.
+
+A ``Kinematics`` model is what the fast spec solver and the robust solver iterate on:
+columns are the 1-DoF solver nodes of the effectors' IK chains (spherical joints as
+their three virtual hinges), the state is every column value, spherical quaternion and
+shifted virtual limit. Frames: world. Units: metres and radians (prismatic columns in
+metres, the rest in radians).
+
+``ObjectKinematics`` implements the protocol directly on the joint objects of a
+``Skeleton``: slow, obviously right, and the reference the compiled model is tested
+against.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+from numpy.typing import NDArray
+
+Array = NDArray[np.float64]
+
+
+@runtime_checkable
+class Kinematics(Protocol):
+    """What a solver needs from a model (world frame; metres, radians)."""
+
+    names: list[str]  # one per column, union of the effectors' chains, root first
+    effectors: list[str]
+    n: int
+
+    def reset(self) -> None:
+        """T-pose (as ``Skeleton.reset``), FK current."""
+
+    def update(self) -> None:
+        """FK; folds spherical increments as ``SphericalJoint.update_global_transform``."""
+
+    def effector_transform(self, k: int) -> Array:
+        """(4,4) world transform of effector ``k`` (metres)."""
+        ...
+
+    def jacobian(self, k: int) -> Array:
+        """(6, n) world Jacobian of effector ``k``: rows linear (m/unit), angular (rad/unit)."""
+        ...
+
+    def apply_delta(self, dq: Array) -> None:
+        """Per column: ``q += d``, clipped to the current limits."""
+
+    def limits(self) -> tuple[Array, Array]:
+        """Current (shifted) lower and upper limits per column; -inf/+inf when none."""
+        ...
+
+    def increments(self) -> Array:
+        """Current column values (virtual columns are increments since the last fold)."""
+        ...
+
+    def save(self) -> object:
+        """Snapshot of every q, spherical quaternion and shifted limit."""
+        ...
+
+    def restore(self, state: object) -> None:
+        """Put back a ``save()`` (call ``update()`` afterwards)."""
+
+    def write_back(self, skeleton: Any) -> None:
+        """Copy the state into the joint objects of ``skeleton`` and run its FK."""
+
+    def read_from(self, skeleton: Any) -> None:
+        """Take the state from the joint objects of ``skeleton``."""
+
+
+@runtime_checkable
+class FloatKinematics(Kinematics, Protocol):
+    """A model that also runs on plain floats (the compiled model): no numpy per step."""
+
+    def pose_error(self, k: int, target_r: Any, target_p: Any) -> tuple[float, ...]:
+        """Effector ``k``'s error ``(dp, dr)`` (world; m, rad) against a row-major target
+        rotation and position."""
+        ...
+
+    def jacobian_columns(self, k: int) -> list[tuple[float, ...]]:
+        """Effector ``k``'s Jacobian as one 6-tuple per column (world)."""
+        ...
+
+    def apply_scaled(self, dq: Any, alpha: float) -> None:
+        """``q += alpha * dq`` per column, clipped to the current limits."""
+
+    def clip(self) -> None:
+        """Clip every column into its current limits."""
