@@ -20,13 +20,14 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from .errors import DhikError
-from .fast import CompiledKinematics, solve_spec
-from .kinematics import Kinematics
-from .robust import RobustOptions, solve_trajectory
-from .rotations import matrix_to_rotvec
-from .skeleton import Skeleton
-from .solver import SolverSettings
+from ..errors import DhikError
+from ..model.compiled import CompiledKinematics
+from ..model.skeleton import Skeleton
+from ..rotations import matrix_to_rotvec
+from ..solver.dls_compiled import solve_spec
+from ..solver.kinematics import Kinematics
+from ..solver.robust import RobustOptions, solve_trajectory
+from ..solver.settings import SolverSettings
 
 Progress = Callable[[int, int], None]
 Target = tuple[int, NDArray[np.float64]]

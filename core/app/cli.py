@@ -14,9 +14,11 @@ import sys
 from collections.abc import Sequence
 from typing import Any, NoReturn
 
-from . import __version__
+from .. import __version__
+from ..errors import DhikError
+from ..model.skeleton import Skeleton
+from ..solver.settings import SolverSettings
 from .bake import METHODS, BakeResult, EffectorTrack, simulate, summary_line
-from .errors import DhikError
 from .formats import (
     atomic_write_json,
     detect_kind,
@@ -29,8 +31,6 @@ from .formats import (
     parse_targets,
     save_animation,
 )
-from .skeleton import Skeleton
-from .solver import SolverSettings
 from .trajectory import interpolate_keyframes
 
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from .formats import Keyframe
-from .rotations import euler_xyz_to_matrix, make_transform
+from ..model.definition import Keyframe
+from ..rotations import euler_xyz_to_matrix, make_transform
 
 Target = tuple[int, NDArray[np.float64]]
 
