@@ -1,0 +1,155 @@
+"""dhik_addon/key_curves.py without Blender: rotation modes, continuity, key reduction.
+
+The module imports neither bpy nor its package, so it is loaded by path and these tests
+also run in the core-only venv (see conftest.py). References are scipy's Rotation
+(Blender's Euler "XYZ" is scipy's extrinsic "xyz") and plain numpy interpolation.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+Rotation = pytest.importorskip("scipy.spatial.transform").Rotation
+
+_PATH = Path(__file__).resolve().parents[2] / "dhik_addon" / "key_curves.py"
+_spec = importlib.util.spec_from_file_location("dhik_key_curves_standalone", _PATH)
+assert _spec is not None and _spec.loader is not None
+kc = importlib.util.module_from_spec(_spec)
+sys.modules[_spec.name] = kc
+_spec.loader.exec_module(kc)
+
+ORDERS = ["XYZ", "XZY", "YXZ", "YZX", "ZXY", "ZYX"]
+
+
+def _scipy_quats(rot) -> np.ndarray:
+    """scipy (x, y, z, w) -> (w, x, y, z)."""
+    q = rot.as_quat()
+    return np.column_stack([q[:, 3], q[:, :3]])
+
+
+def _smooth_rotations(n: int, seed: int) -> np.ndarray:
+    """``n`` rotations (3x3) along a smooth, several-turn path (rotation vectors)."""
+    rng = np.random.default_rng(seed)
+    t = np.linspace(0.0, 1.0, n)[:, None]
+    a, b, c = rng.normal(size=(3, 3))
+    rotvec = a * np.sin(5 * t) + b * t * 6 + c * np.cos(3 * t)
+    return Rotation.from_rotvec(rotvec).as_matrix()
+
+
+@pytest.mark.parametrize("order", ORDERS)
+def test_euler_matrices_follow_blenders_order(order):
+    rng = np.random.default_rng(1)
+    e = rng.uniform(-4, 4, size=(50, 3))
+    # Blender applies the first letter first: extrinsic rotations in that sequence.
+    seq = order.lower()
+    idx = ["xyz".index(ch) for ch in seq]
+    want = Rotation.from_euler(seq, e[:, idx]).as_matrix()
+    assert np.allclose(kc.euler_to_matrices(e, order), want, atol=1e-12)
+
+
+@pytest.mark.parametrize("order", ORDERS)
+def test_euler_from_matrices_is_exact_and_continuous(order):
+    m = _smooth_rotations(400, seed=ORDERS.index(order))
+    e = kc.matrices_to_euler(m, order)
+    assert np.allclose(kc.euler_to_matrices(e, order), m, atol=1e-9)
+    # The path turns < 0.06 rad a frame. Euler rates grow without bound near gimbal lock
+    # (middle angle +-90 deg), elsewhere the angles move by about as much: no 2*pi jumps
+    # and no switch to the other Euler branch.
+    jumps = np.abs(np.diff(e, axis=0)).max(axis=1)
+    middle = np.cos(e[:, "XYZ".index(order[1])])
+    away = (np.abs(middle[1:]) > 0.2) & (np.abs(middle[:-1]) > 0.2)
+    assert away.sum() > 200
+    assert jumps[away].max() < 0.5, jumps[away].max()
+    assert jumps.max() < math.pi
+
+
+def test_euler_unwraps_past_a_full_turn():
+    """A turn about Z from 0 to 3.5 turns comes back as the same growing angle."""
+    angle = np.linspace(0.0, 7 * math.pi, 300)
+    m = Rotation.from_euler("z", angle[:, None]).as_matrix()
+    e = kc.matrices_to_euler(m, "XYZ")
+    assert np.allclose(e[:, 2], angle, atol=1e-9)
+    assert np.allclose(e[:, :2], 0.0, atol=1e-9)
+
+
+def test_quaternion_signs_and_axis_angle():
+    m = _smooth_rotations(300, seed=7)
+    q = _scipy_quats(Rotation.from_matrix(m))
+    q[::3] *= -1.0  # scrambled signs
+    cq = kc.rotation_channel("QUATERNION", q)
+    assert (np.einsum("ij,ij->i", cq[1:], cq[:-1]) >= 0).all()
+    assert np.allclose(kc.quat_to_matrices(cq), m, atol=1e-9)
+    aa = kc.rotation_channel("AXIS_ANGLE", q)
+    assert np.allclose(kc.axis_angle_to_matrices(aa), m, atol=1e-9)
+    assert np.abs(np.diff(aa, axis=0)).max() < 0.5  # continuous axis and angle
+
+
+def test_errors_are_rotation_angles_and_distances():
+    rng = np.random.default_rng(3)
+    a = Rotation.random(20, random_state=4)
+    b = Rotation.random(20, random_state=5)
+    want = (a.inv() * b).magnitude()
+    got = kc.channel_errors("QUATERNION", _scipy_quats(a), _scipy_quats(b))
+    assert np.allclose(got, want, atol=1e-9)
+    p, r = rng.normal(size=(2, 20, 3))
+    assert np.allclose(kc.channel_errors("LOCATION", p, r), np.linalg.norm(p - r, axis=1))
+
+
+def test_stepped_keeps_the_last_frame():
+    assert kc.stepped(10, 1) == list(range(10))
+    assert kc.stepped(10, 3) == [0, 3, 6, 9]
+    assert kc.stepped(11, 3) == [0, 3, 6, 9, 10]
+    assert kc.stepped(1, 5) == [0]
+    with pytest.raises(ValueError):
+        kc.stepped(10, 0)
+
+
+def _independent_max_error(order_or_kind, frames, values, kept):
+    """Max joint error of LINEAR curves through the kept keys (float32), via scipy."""
+    kf = frames[kept]
+    kv = values[kept].astype(np.float32).astype(float)
+    curve = np.column_stack([np.interp(frames, kf, kv[:, c]) for c in range(values.shape[1])])
+    if order_or_kind == "LOCATION":
+        return float(np.linalg.norm(curve - values, axis=1).max())
+    seq = order_or_kind.lower()
+    idx = ["xyz".index(ch) for ch in seq]
+    got = Rotation.from_euler(seq, curve[:, idx])
+    want = Rotation.from_euler(seq, values[:, idx])
+    return float((got.inv() * want).magnitude().max())
+
+
+@pytest.mark.parametrize("kind", ["XYZ", "ZXY", "QUATERNION", "AXIS_ANGLE", "LOCATION"])
+def test_reduction_holds_the_bound_and_drops_keys(kind):
+    n = 481
+    frames = np.arange(10, 10 + n, dtype=float)
+    m = _smooth_rotations(n, seed=11)
+    if kind == "LOCATION":
+        t = np.linspace(0, 1, n)[:, None]
+        values = np.hstack([np.sin(4 * t), t ** 2, np.cos(7 * t)]) * 0.3
+    else:
+        values = kc.rotation_channel(kind, _scipy_quats(Rotation.from_matrix(m)))
+    tol = 1e-3
+    kept = kc.reduce_keys(kind, frames, values, tol)
+    assert kept[0] == 0 and kept[-1] == n - 1 and kept == sorted(set(kept))
+    err = kc.max_key_error(kind, frames, values, kept)
+    assert err <= tol
+    if kind in ("XYZ", "ZXY", "LOCATION"):  # checked independently of the module's math
+        assert _independent_max_error(kind, frames, values, kept) <= tol * (1 + 1e-9)
+    assert len(kept) < n / 3  # a smooth path needs far fewer keys
+    # A tighter bound keeps more keys, a looser one fewer.
+    assert len(kc.reduce_keys(kind, frames, values, 1e-4)) > len(kept)
+    assert len(kc.reduce_keys(kind, frames, values, 1e-2)) < len(kept)
+
+
+def test_reduction_off_or_piecewise_linear():
+    frames = np.arange(0, 21, dtype=float)
+    corner = np.minimum(frames, 12.0)  # piecewise linear with one corner at frame 12
+    values = np.column_stack([corner * 0.01, -corner * 0.02, np.zeros_like(corner)])
+    assert kc.reduce_keys("LOCATION", frames, values, 0.0) == list(range(21))
+    assert kc.reduce_keys("LOCATION", frames, values, 1e-5) == [0, 12, 20]
