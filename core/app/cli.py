@@ -17,21 +17,18 @@ from typing import Any, NoReturn
 from .. import __version__
 from ..errors import DhikError
 from ..model.skeleton import Skeleton
-from ..solver.settings import SolverSettings
-from .bake import METHODS, BakeResult, EffectorTrack, simulate, summary_line
+from .bake import summary_line
+from .bakejob import BakeOptions, ProgressBar, TrackSpec, add_bake_options, positive, run_bake
+from .batch import bake_many
 from .formats import (
-    atomic_write_json,
     detect_kind,
     load_animation,
     load_json,
     load_skeleton,
-    load_targets,
     parse_animation,
     parse_skeleton,
     parse_targets,
-    save_animation,
 )
-from .trajectory import interpolate_keyframes
 
 
 class _Parser(argparse.ArgumentParser):
@@ -39,21 +36,6 @@ class _Parser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:
         raise DhikError(message)
-
-
-def _positive(kind: type, minimum: float, inclusive: bool):  # noqa: ANN202
-    def convert(text: str) -> Any:
-        try:
-            value = kind(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-        ok = math.isfinite(value) and (value >= minimum if inclusive else value > minimum)
-        if not ok:
-            sign = ">=" if inclusive else ">"
-            raise argparse.ArgumentTypeError(f"must be {sign} {minimum}: {text!r}")
-        return value
-
-    return convert
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -74,23 +56,25 @@ def build_parser() -> argparse.ArgumentParser:
                       metavar="EFFECTOR=TARGETS.json[:POS,ROT]",
                       help="an effector's keyframes and its position / orientation weights "
                            "(default 1,1; 0 ignores that part); repeat for several effectors")
-    bake.add_argument("--method", choices=METHODS, default="robust",
-                      help="robust (default: adaptive damping, limit-aware steps, null-space "
-                           "pull, restarts) or spec (SPEC 5.4's algorithm unchanged)")
-    bake.add_argument("--cold-start", action="store_true",
-                      help="solve every frame from the T-pose (default: from the previous "
-                           "frame)")
-    d = SolverSettings()
-    bake.add_argument("--max-iterations", type=_positive(int, 1, True), default=d.max_iterations)
-    bake.add_argument("--position-tolerance", type=_positive(float, 0, False),
-                      default=d.position_tolerance, metavar="M")
-    bake.add_argument("--orientation-tolerance", type=_positive(float, 0, False),
-                      default=d.orientation_tolerance, metavar="RAD")
-    bake.add_argument("--damping", type=_positive(float, 0, True), default=d.damping,
-                      metavar="L", help="spec method only (robust adapts its damping)")
-    bake.add_argument("--no-line-search", action="store_true",
-                      help="spec method only (robust accepts or rejects whole steps)")
+    add_bake_options(bake)
     bake.add_argument("--report", metavar="REPORT.json", help="write per-frame records")
+
+    many = sub.add_parser(
+        "bake-many", help="bake many clips on all cores or on a Dask cluster",
+        usage="dhik bake-many JOBS -o OUTDIR [--workers N] [--scheduler ADDRESS|local] "
+              "[--force] [--report REPORT.json]")
+    many.add_argument("jobs", help="a folder of clip folders (skeleton.json + targets.json or "
+                                   "targets_<EFFECTOR>.json files) or a jobs.json manifest")
+    many.add_argument("-o", "--output", required=True, metavar="OUTDIR",
+                      help="writes OUTDIR/<job>/animation.json and report.json")
+    many.add_argument("--workers", type=positive(int, 1, True), metavar="N",
+                      help="worker processes (default: one per core)")
+    many.add_argument("--scheduler", metavar="ADDRESS",
+                      help="a Dask scheduler (tcp://HOST:PORT) or 'local' for a LocalCluster "
+                           "(needs pip install 'dhik[cluster]')")
+    many.add_argument("--force", action="store_true", help="bake up-to-date jobs again")
+    many.add_argument("--report", metavar="REPORT.json",
+                      help="write every job's status and error")
 
     fk = sub.add_parser("fk", help="world transform of every joint as JSON")
     fk.add_argument("skeleton")
@@ -124,65 +108,17 @@ def _track_spec(text: str) -> tuple[str, str, float, float]:
     return name, path, weights[0], weights[1]
 
 
-def _bake_tracks(args: argparse.Namespace, skeleton: Skeleton) -> list[EffectorTrack]:
-    """The effector tracks of ``dhik bake``: TARGETS (one effector) or the --target list."""
-    if args.target and args.targets is not None:
-        raise DhikError("give TARGETS or --target EFFECTOR=targets.json, not both")
-    if args.target and args.effector is not None:
-        raise DhikError("--effector goes with TARGETS; with --target name it as EFFECTOR=...")
-    if not args.target:
-        if args.targets is None:
-            raise DhikError("bake needs TARGETS or at least one --target EFFECTOR=targets.json")
-        effector = args.effector or skeleton.default_effector()
-        skeleton.joint(effector)
-        return [EffectorTrack(effector, interpolate_keyframes(load_targets(args.targets)))]
-    tracks = []
-    for name, path, pos, rot in args.target:
-        skeleton.joint(name)
-        tracks.append(EffectorTrack(name, interpolate_keyframes(load_targets(path)), pos, rot))
-    return tracks
-
-
-class _ProgressBar:
-    """A one-line bar on a terminal; silent when stdout is not a TTY."""
-
-    def __init__(self) -> None:
-        self.enabled = sys.stdout.isatty()
-        self.shown = -1
-
-    def __call__(self, done: int, total: int) -> None:
-        if not self.enabled:
-            return
-        pct = 100 * done // max(total, 1)
-        if pct == self.shown and done != total:
-            return
-        self.shown = pct
-        bar = "#" * (pct // 4)
-        sys.stdout.write(f"\r[{bar:<25}] {pct:3d}% frame {done}/{total}")
-        if done == total:
-            sys.stdout.write("\r" + " " * 60 + "\r")
-        sys.stdout.flush()
-
-
 def cmd_bake(args: argparse.Namespace) -> int:
-    skeleton = Skeleton(load_skeleton(args.skeleton))
-    tracks = _bake_tracks(args, skeleton)
-    settings = SolverSettings(
-        max_iterations=args.max_iterations,
-        position_tolerance=args.position_tolerance,
-        orientation_tolerance=args.orientation_tolerance,
-        damping=args.damping,
-        enable_line_search=not args.no_line_search,
-    )
-    result: BakeResult = simulate(
-        skeleton, tracks, None, settings, not args.cold_start, _ProgressBar(),
-        method=args.method,
-    )
-    save_animation(result.frames, args.output)
-    if args.report:
-        atomic_write_json(args.report, result.report())
+    tracks = [TrackSpec(*t) for t in args.target]
+    result = run_bake(args.skeleton, args.targets, args.effector, tracks,
+                      BakeOptions.from_args(args), args.output, args.report, ProgressBar())
     print(summary_line(result))
     return 0
+
+
+def cmd_bake_many(args: argparse.Namespace) -> int:
+    return bake_many(args.jobs, args.output, workers=args.workers, scheduler=args.scheduler,
+                     force=args.force, report=args.report)
 
 
 def cmd_fk(args: argparse.Namespace) -> int:
@@ -245,7 +181,8 @@ def cmd_validate(args: argparse.Namespace) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     try:
         args = build_parser().parse_args(argv)
-        handler = {"bake": cmd_bake, "fk": cmd_fk, "validate": cmd_validate}[args.command]
+        handler = {"bake": cmd_bake, "bake-many": cmd_bake_many, "fk": cmd_fk,
+                   "validate": cmd_validate}[args.command]
         return handler(args)
     except DhikError as err:
         print(f"dhik: error: {err}", file=sys.stderr)

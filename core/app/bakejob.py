@@ -1,0 +1,183 @@
+"""One bake from files to files: what ``dhik bake`` and ``dhik bake-many`` both run.
+
+:func:`run_bake` reads a skeleton.json and the targets of one or several effectors,
+solves every frame (SPEC 6) and writes animation.json (and the per-frame report) each
+atomically, so that one clip baked by the batch is byte for byte the clip ``dhik bake``
+writes with the same inputs and options. :data:`BAKE_OPTIONS` are the solver options
+of ``dhik bake`` (``--method``, ``--max-iterations`` ...); a bake-many manifest names
+them by their long name without the dashes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass, fields
+from typing import Any, TextIO
+
+from ..errors import DhikError
+from ..model.skeleton import Skeleton
+from ..solver.settings import SolverSettings
+from .bake import METHODS, BakeResult, EffectorTrack, simulate
+from .formats import load_skeleton, load_targets, save_animation
+from .jsonio import atomic_write_json
+from .trajectory import interpolate_keyframes
+
+
+def positive(kind: type, minimum: float, inclusive: bool):  # noqa: ANN201
+    """An argparse type: ``kind(text)``, finite and ``>= minimum`` (or ``>``)."""
+
+    def convert(text: str) -> Any:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+        ok = math.isfinite(value) and (value >= minimum if inclusive else value > minimum)
+        if not ok:
+            sign = ">=" if inclusive else ">"
+            raise argparse.ArgumentTypeError(f"must be {sign} {minimum}: {text!r}")
+        return value
+
+    return convert
+
+
+_D = SolverSettings()
+
+#: The solver options of ``dhik bake``: (long option, argparse keywords). Their ``dest``
+#: names are the fields of :class:`BakeOptions`.
+BAKE_OPTIONS: tuple[tuple[str, dict[str, Any]], ...] = (
+    ("--method", {"choices": METHODS, "default": "robust",
+                  "help": "robust (default: adaptive damping, limit-aware steps, null-space "
+                          "pull, restarts) or spec (SPEC 5.4's algorithm unchanged)"}),
+    ("--cold-start", {"action": "store_true",
+                      "help": "solve every frame from the T-pose (default: from the previous "
+                              "frame)"}),
+    ("--max-iterations", {"type": positive(int, 1, True), "default": _D.max_iterations}),
+    ("--position-tolerance", {"type": positive(float, 0, False),
+                              "default": _D.position_tolerance, "metavar": "M"}),
+    ("--orientation-tolerance", {"type": positive(float, 0, False),
+                                 "default": _D.orientation_tolerance, "metavar": "RAD"}),
+    ("--damping", {"type": positive(float, 0, True), "default": _D.damping, "metavar": "L",
+                   "help": "spec method only (robust adapts its damping)"}),
+    ("--no-line-search", {"action": "store_true",
+                          "help": "spec method only (robust accepts or rejects whole steps)"}),
+)
+
+
+def add_bake_options(parser: argparse.ArgumentParser) -> None:
+    """Add :data:`BAKE_OPTIONS` to ``parser``."""
+    for flag, kwargs in BAKE_OPTIONS:
+        parser.add_argument(flag, **kwargs)
+
+
+@dataclass(frozen=True)
+class BakeOptions:
+    """The solver options of one bake (the defaults are those of ``dhik bake``)."""
+
+    method: str = "robust"
+    cold_start: bool = False
+    max_iterations: int = _D.max_iterations
+    position_tolerance: float = _D.position_tolerance  # metres
+    orientation_tolerance: float = _D.orientation_tolerance  # radians
+    damping: float = _D.damping
+    no_line_search: bool = False
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> BakeOptions:
+        """The options parsed by a parser that has :func:`add_bake_options`."""
+        return cls(**{f.name: getattr(args, f.name) for f in fields(cls)})
+
+    def settings(self) -> SolverSettings:
+        return SolverSettings(
+            max_iterations=self.max_iterations,
+            position_tolerance=self.position_tolerance,
+            orientation_tolerance=self.orientation_tolerance,
+            damping=self.damping,
+            enable_line_search=not self.no_line_search,
+        )
+
+
+@dataclass(frozen=True)
+class TrackSpec:
+    """One effector's targets.json and its position / orientation weights (>= 0)."""
+
+    effector: str
+    path: str
+    pos_weight: float = 1.0
+    rot_weight: float = 1.0
+
+
+def bake_tracks(
+    skeleton: Skeleton,
+    targets: str | None,
+    effector: str | None,
+    tracks: Sequence[TrackSpec],
+) -> list[EffectorTrack]:
+    """The effector tracks of a bake: ``targets`` (one effector) or ``tracks``."""
+    if tracks and targets is not None:
+        raise DhikError("give TARGETS or --target EFFECTOR=targets.json, not both")
+    if tracks and effector is not None:
+        raise DhikError("--effector goes with TARGETS; with --target name it as EFFECTOR=...")
+    if not tracks:
+        if targets is None:
+            raise DhikError("bake needs TARGETS or at least one --target EFFECTOR=targets.json")
+        name = effector or skeleton.default_effector()
+        skeleton.joint(name)
+        return [EffectorTrack(name, interpolate_keyframes(load_targets(targets)))]
+    out = []
+    for t in tracks:
+        skeleton.joint(t.effector)
+        out.append(EffectorTrack(t.effector, interpolate_keyframes(load_targets(t.path)),
+                                 t.pos_weight, t.rot_weight))
+    return out
+
+
+def run_bake(
+    skeleton_path: str,
+    targets: str | None,
+    effector: str | None,
+    tracks: Sequence[TrackSpec],
+    options: BakeOptions,
+    output: str,
+    report: str | None = None,
+    progress: ProgressBar | None = None,
+) -> BakeResult:
+    """Bake one clip: read the files, solve, write ``output`` then ``report`` (atomically).
+
+    DhikError on bad input (nothing written); the result's records are the report's.
+    """
+    skeleton = Skeleton(load_skeleton(skeleton_path))
+    effector_tracks = bake_tracks(skeleton, targets, effector, tracks)
+    result = simulate(
+        skeleton, effector_tracks, None, options.settings(), not options.cold_start, progress,
+        method=options.method,
+    )
+    save_animation(result.frames, output)
+    if report:
+        atomic_write_json(report, result.report())
+    return result
+
+
+class ProgressBar:
+    """A one-line bar on a terminal (``done/total`` of some ``unit``); silent off a TTY."""
+
+    def __init__(self, stream: TextIO | None = None, unit: str = "frame") -> None:
+        self.stream = stream if stream is not None else sys.stdout
+        self.unit = unit
+        self.enabled = self.stream.isatty()
+        self.shown = -1
+
+    def __call__(self, done: int, total: int) -> None:
+        if not self.enabled:
+            return
+        pct = 100 * done // max(total, 1)
+        if pct == self.shown and done != total:
+            return
+        self.shown = pct
+        bar = "#" * (pct // 4)
+        self.stream.write(f"\r[{bar:<25}] {pct:3d}% {self.unit} {done}/{total}")
+        if done == total:
+            self.stream.write("\r" + " " * 60 + "\r")
+        self.stream.flush()
