@@ -9,7 +9,7 @@ SCENE ?= arm7
 $(VENV)/.ok: pyproject.toml
 	$(PY) -m venv $(VENV)
 	$(VENV)/bin/pip install -q --upgrade pip
-	$(VENV)/bin/pip install -q -e '.[test,cluster]'
+	$(VENV)/bin/pip install -q -e '.[test,cluster,robots]'
 	touch $@
 
 # Real Blender as a Python module (bpy 5.0.1 needs Python 3.11 and numpy < 2).
