@@ -1,4 +1,4 @@
-"""The ``dhik`` command: bake, fk, validate.
+"""The ``dhik`` command: bake, bake-many, fk, validate, import-urdf.
 
 Bad input or arguments print one ``dhik: error: ...`` line and exit with status 2;
 no traceback reaches the user.
@@ -28,7 +28,9 @@ from .formats import (
     parse_animation,
     parse_skeleton,
     parse_targets,
+    save_skeleton,
 )
+from .urdf import load_urdf
 
 
 class _Parser(argparse.ArgumentParser):
@@ -83,6 +85,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     val = sub.add_parser("validate", help="check skeleton/targets/animation files")
     val.add_argument("files", nargs="+")
+
+    urdf = sub.add_parser("import-urdf", help="convert a URDF robot to skeleton.json",
+                          usage="dhik import-urdf ROBOT.urdf -o SKELETON.json")
+    urdf.add_argument("urdf", help="the robot's .urdf file")
+    urdf.add_argument("-o", "--output", required=True, help="skeleton.json to write")
     return parser
 
 
@@ -178,11 +185,23 @@ def cmd_validate(args: argparse.Namespace) -> int:
     return status
 
 
+def cmd_import_urdf(args: argparse.Namespace) -> int:
+    """Write the URDF's skeleton; mimic joints and locked joints are warned on stderr."""
+    skeleton, warnings = load_urdf(args.urdf)
+    for warning in warnings:
+        print(f"dhik: warning: {warning}", file=sys.stderr)
+    save_skeleton(skeleton, args.output)  # atomic: a temporary file, then a rename
+    moving = sum(j.type != "fixed" for j in skeleton.joints)
+    print(f"dhik import-urdf: {args.output}: {len(skeleton.joints)} joints ({moving} moving), "
+          f"root {skeleton.root_name}, {len(warnings)} warning{'s' * (len(warnings) != 1)}")
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     try:
         args = build_parser().parse_args(argv)
         handler = {"bake": cmd_bake, "bake-many": cmd_bake_many, "fk": cmd_fk,
-                   "validate": cmd_validate}[args.command]
+                   "validate": cmd_validate, "import-urdf": cmd_import_urdf}[args.command]
         return handler(args)
     except DhikError as err:
         print(f"dhik: error: {err}", file=sys.stderr)

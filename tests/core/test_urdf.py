@@ -389,3 +389,42 @@ def test_bake_on_panda_converges_to_pinocchio_targets(capsys) -> None:
     with capsys.disabled():
         print("\nPanda bake to pinocchio targets:", line)
     assert result.converged_count == len(targets) == 120, line
+
+
+# --------------------------------------------------------------------------- the command
+
+
+def test_cli_import_urdf_writes_the_skeleton_and_warns(tmp_path: Path, capsys) -> None:
+    from dhik.app.cli import main
+
+    body = (_joint("arm", "revolute", "base", "a",
+                   '<origin xyz="0 0 0.5" rpy="0 0.3 0"/><axis xyz="0 0 1"/>' + LIMIT)
+            + _joint("finger", "prismatic", "a", "b",
+                     '<limit lower="0" upper="0.1"/><mimic joint="arm"/>'))
+    (tmp_path / "r.urdf").write_text(_robot(body, "base a b"))
+    out = tmp_path / "skeleton.json"
+    code = main(["import-urdf", str(tmp_path / "r.urdf"), "-o", str(out)])
+    stdout, stderr = capsys.readouterr()
+    assert code == 0
+    assert stderr == (f"dhik: warning: {tmp_path / 'r.urdf'}: joint[name=finger]: mimics joint "
+                      "'arm' (multiplier 1, offset 0); imported as an independent prismatic "
+                      "joint (skeleton.json cannot couple joints)\n")
+    assert stdout == (f"dhik import-urdf: {out}: 4 joints (2 moving), root base, 1 warning\n")
+    assert load_skeleton(out) == load_urdf(tmp_path / "r.urdf").skeleton
+
+
+def test_cli_import_urdf_bad_input_leaves_the_old_file(tmp_path: Path, capsys) -> None:
+    from dhik.app.cli import main
+
+    out = tmp_path / "skeleton.json"
+    out.write_text("old")
+    (tmp_path / "r.urdf").write_text(_robot(_joint("j", "floating", "base", "a"), "base a"))
+    code = main(["import-urdf", str(tmp_path / "r.urdf"), "-o", str(out)])
+    stdout, stderr = capsys.readouterr()
+    assert (code, stdout) == (2, "")
+    assert stderr == (f"dhik: error: {tmp_path / 'r.urdf'}: joint[name=j]: a floating joint "
+                      "(6 DoF) cannot be expressed in skeleton.json\n")
+    assert out.read_text() == "old" and sorted(p.name for p in tmp_path.iterdir()) == [
+        "r.urdf", "skeleton.json"]
+    code = main(["import-urdf", str(tmp_path / "missing.urdf"), "-o", str(out)])
+    assert code == 2 and capsys.readouterr().err.count("\n") == 1
