@@ -4,7 +4,12 @@ VENV := .venv
 BPYVENV := .venv-bpy
 SCENE ?= arm7
 
-.PHONY: test test-core test-addon lint demo bench zip clean typecheck test-addon-45
+.PHONY: test test-core test-addon lint demo bench zip clean typecheck test-addon-45 fuzz
+
+# Property tests (hypothesis) draw the same examples on every `make test` run: the "ci"
+# profile of tests/conftest.py is derandomized. `make fuzz` draws fresh random examples,
+# ten times as many (HYPOTHESIS_PROFILE=fuzz overrides CI).
+export CI ?= 1
 
 $(VENV)/.ok: pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -16,7 +21,7 @@ $(VENV)/.ok: pyproject.toml
 $(BPYVENV)/.ok: pyproject.toml
 	$(PY) -m venv $(BPYVENV)
 	$(BPYVENV)/bin/pip install -q --upgrade pip
-	$(BPYVENV)/bin/pip install -q 'bpy==5.0.1' -e '.[test]'
+	$(BPYVENV)/bin/pip install -q 'bpy==5.0.1' -e '.[test,robot-data]'
 	touch $@
 
 lint: $(VENV)/.ok
@@ -52,7 +57,7 @@ $(BPY45VENV)/.ok: pyproject.toml
 	$(PY) -m venv $(BPY45VENV)
 	echo '*' > $(BPY45VENV)/.gitignore
 	$(BPY45VENV)/bin/pip install -q --upgrade pip
-	$(BPY45VENV)/bin/pip install -q 'bpy>=4.5,<4.6' -e '.[test]'
+	$(BPY45VENV)/bin/pip install -q 'bpy>=4.5,<4.6' -e '.[test,robot-data]'
 	touch $@
 
 test-addon-45: $(BPY45VENV)/.ok
@@ -71,6 +76,11 @@ demo: $(BPYVENV)/.ok
 # on 2 cores; the first run also installs bench/.venv). Not part of `make test`.
 bench: $(BPYVENV)/.ok
 	bench/run.sh
+
+# Fresh random property-test examples (not part of `make test`; failures print a
+# @reproduce_failure blob to paste into the test).
+fuzz: $(VENV)/.ok
+	HYPOTHESIS_PROFILE=fuzz $(VENV)/bin/python -m pytest tests/core -m hypothesis
 
 clean:
 	rm -rf $(VENV) $(BPYVENV) $(BPY45VENV) $(TYPESVENV) bench/.venv dist out

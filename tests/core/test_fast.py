@@ -21,7 +21,7 @@ from dhik.solver.dls import solve
 from dhik.solver.dls_compiled import solve_spec
 from dhik.solver.kinematics import Kinematics
 from dhik.solver.settings import SolverSettings
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 TOL = 1e-12  # model equality: FK, Jacobian, state
@@ -201,20 +201,67 @@ def fk_targets(tree: dict[str, Any], effectors: list[str], rng: np.random.Genera
     return out
 
 
+ROUNDING_PROBE = 1e-12  # m: a target moved this much is the same target to rounding
+
+
+def _values(sk: Skeleton) -> np.ndarray:
+    """Every joint value of ``sk`` as one vector (spherical: quaternion with w >= 0)."""
+    out: list[float] = []
+    for entry in sk.joint_values().values():
+        if entry["type"] == "spherical":
+            q = np.array(entry["quaternion"])
+            out.extend(q if q[0] >= 0 else -q)
+        else:
+            out.append(entry["angle" if entry["type"] == "revolute" else "displacement"])
+    return np.array(out)
+
+
+def _ties_at_rounding_level(sa: Skeleton, obj: ObjectKinematics, eff: str, start: object,
+                            target: np.ndarray, s: SolverSettings, ref: Any,
+                            ref_values: np.ndarray) -> bool:
+    """Whether the reference's own solve from ``start`` changes its decisions (convergence,
+    iteration count, or joint values by more than TRAJ_TOL / 10) when the target moves by
+    ROUNDING_PROBE: then some accept/reject, clip or best-state decision of that frame ties
+    at rounding level, and two correct implementations that round differently may take
+    either branch. The reference is left in ``ref``'s state."""
+    tied = False
+    for sign in (1.0, -1.0):
+        obj.restore(start)
+        sa.update()
+        moved = target.copy()
+        moved[:3, 3] += sign * ROUNDING_PROBE
+        probe = solve(sa.root, sa.joints[eff], moved, **s.kwargs())
+        if (probe.converged, probe.iterations) != (ref.converged, ref.iterations) or \
+                np.abs(_values(sa) - ref_values).max(initial=0.0) > TRAJ_TOL / 10:
+            tied = True
+            break
+    obj.restore(start)
+    sa.update()
+    solve(sa.root, sa.joints[eff], target, **s.kwargs())  # back to the reference's state
+    return tied
+
+
 @settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(seed=st.integers(0, 2**32 - 1), n=st.integers(1, 8), line_search=st.booleans(),
        tight=st.booleans(), jump=st.booleans())
+@example(seed=720003811, n=6, line_search=False, tight=True, jump=True)  # issue 9
+@example(seed=720003811, n=6, line_search=False, tight=False, jump=True)
 def test_solve_spec_reproduces_the_reference_trajectory(
     seed: int, n: int, line_search: bool, tight: bool, jump: bool
 ) -> None:
-    """Warm-started from the T-pose, frame after frame, joint values agree within 1e-9.
+    """Frame after frame from the same start, the compiled twin's solve takes the reference's
+    decisions: same convergence and iteration count, joint values within 1e-9.
 
-    Compared up to the first frame the reference fails: in a stalled line search (steps
-    that lower the error by rounding-level amounts) or a step without line search bouncing
-    off limits, accept/reject and best-state decisions are taken on differences of 1e-16,
-    which 4x4 BLAS products and plain floats round differently. That frame's errors still
-    agree; later frames may then differ by more than 1e-9 (measured up to ~1e-8 with line
-    search). test_arm7_sample_trajectory_equals_the_reference covers failing frames too.
+    Each frame starts both solvers from the reference's state (the twin reads it), so what is
+    compared is one solve, not rounding accumulated over earlier frames. Compared up to the
+    first frame the reference fails (its errors still agree) or whose decisions tie at
+    rounding level (see _ties_at_rounding_level): in a
+    stalled line search or a step without line search bouncing off limits, accept/reject and
+    best-state decisions are taken on differences of 1e-16, which 4x4 BLAS products and plain
+    floats round differently, and the iterates may then part by any amount (issue 9: seed
+    720003811 parts by 0.27 rad at the jump frame, 30 vs 29 iterations, and the reference
+    itself takes 30 or 29 when the target moves by 1e-12 m). A twin that computes something
+    else differs on the frames before that, by far more than 1e-9.
     """
     rng = np.random.default_rng(seed)
     tree = random_skeleton(rng, n)
@@ -222,18 +269,24 @@ def test_solve_spec_reproduces_the_reference_trajectory(
     s = SolverSettings(enable_line_search=line_search, max_iterations=30,
                        position_tolerance=1e-7 if tight else 1e-3,
                        orientation_tolerance=1e-7 if tight else 1e-1)
-    sa, _, sb, comp = pair(tree, [eff])
+    sa, obj, sb, comp = pair(tree, [eff])
     for (target,) in fk_targets(tree, [eff], rng, 20, jump):
+        start = obj.save()
+        comp.read_from(sa)
+        comp.update()
         ref = solve(sa.root, sa.joints[eff], target, **s.kwargs())
+        ref_values = _values(sa)
+        if _ties_at_rounding_level(sa, obj, eff, start, target, s, ref, ref_values):
+            break
         got = solve_spec(comp, target, s)
         assert got.converged == ref.converged
         assert got.position_error == pytest.approx(ref.position_error, rel=1e-6, abs=1e-9)
         assert got.orientation_error == pytest.approx(ref.orientation_error, rel=1e-6, abs=1e-9)
-        if not ref.converged:
+        if not ref.converged:  # a stalled line search creeps by rounding-level decisions
             break
         assert got.iterations == ref.iterations
         comp.write_back(sb, fk=False)
-        assert_joint_values_equal(sa, sb)
+        np.testing.assert_allclose(_values(sb), _values(sa), rtol=0, atol=TRAJ_TOL)
 
 
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
