@@ -7,9 +7,9 @@ Skeleton, compiled model) <- ``app/`` (formats, trajectory, bake, CLI); imports 
 """
 
 from .errors import DhikError
+from .model.methods import solve, solve_ik
 from .model.skeleton import Skeleton
 from .model.spherical import SphericalJoint
-from .solver.dls import solve, solve_ik
 from .solver.joints import FixedJoint, JointNode, PrismaticJoint, RevoluteJoint
 from .solver.settings import SolveResult
 

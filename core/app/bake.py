@@ -22,6 +22,7 @@ from numpy.typing import NDArray
 
 from ..errors import DhikError
 from ..model.compiled import CompiledKinematics
+from ..model.methods import METHODS
 from ..model.skeleton import Skeleton
 from ..rotations import matrix_to_rotvec
 from ..solver.dls_compiled import solve_spec
@@ -31,7 +32,7 @@ from ..solver.settings import SolverSettings
 
 Progress = Callable[[int, int], None]
 Target = tuple[int, NDArray[np.float64]]
-METHODS = ("robust", "spec")
+
 
 
 @dataclass(frozen=True)

@@ -33,12 +33,12 @@ from ..floatmath import (
 )
 from ..solver.chain import path_to_root
 from ..solver.joints import SYNC_THRESHOLD, JointNode, PrismaticJoint, RevoluteJoint
+from ..solver.kinematics import FIXED, PRISMATIC, REVOLUTE, SPHERICAL, VIRTUAL
 from .objects import union_chain
 from .skeleton import Skeleton
 from .spherical import SphericalJoint
 
 Array = NDArray[np.float64]
-FIXED, REVOLUTE, PRISMATIC, SPHERICAL, VIRTUAL = 0, 1, 2, 3, 4  # compiled joint kinds
 
 # ----------------------------------------------------------------------- compiled model
 
@@ -140,7 +140,7 @@ def _spherical_op(
     s: int,
 ) -> Op:  # fmt: skip
     R, P, V = f.R, f.P, f.V
-    q, lo, hi, quats = model._q, model._lo, model._hi, model._quats
+    q, lo, hi, quats = model.q, model.lo, model.hi, model.quats
     c1, c2, c3 = cols
 
     def op() -> None:
@@ -246,7 +246,7 @@ def straight_line_fk(steps: list[Step], f: _Frames, q: list[float]) -> Op:
     body = "\n".join("        " + ln for ln in lines) or "        pass"
     src = f"def make(R, P, q, ops, cos, sin):\n    def fk():\n{body}\n    return fk\n"
     namespace: dict[str, Any] = {}
-    exec(compile(src, "<dhik.fast straight-line FK>", "exec"), namespace)  # noqa: S102
+    exec(compile(src, "<dhik.model.compiled straight-line FK>", "exec"), namespace)  # noqa: S102
     return namespace["make"](f.R, f.P, q, [st[7] for st in steps], math.cos, math.sin)
 
 
@@ -257,8 +257,17 @@ class CompiledKinematics:
     joints with only fixed ancestors evaluated once). State: one float per column
     (radians, metres, or a spherical increment in radians), the current limits per
     column (shifted for virtual columns; +-inf when none) and one ``(w, x, y, z)``
-    quaternion per spherical joint. Change it only through the protocol: ``update()``
-    is skipped while nothing changed since the last FK.
+    quaternion per spherical joint. ``update()`` is skipped while nothing changed since
+    the last FK.
+
+    The coordinate chart is public (as in pinocchio's Model/Data): ``q`` (per column: rad,
+    m, or a spherical increment in rad), ``lo``/``hi`` (current limits, shifted for
+    virtual columns), ``lo0``/``hi0`` (the skeleton's limits), ``quats`` (per spherical
+    joint, ``(w, x, y, z)``, rotation relative to its parent's frame),
+    ``column_kinds`` (REVOLUTE, PRISMATIC or VIRTUAL per column), ``column_joint``
+    (per column the owning joint's name and its virtual index, -1 for a real joint),
+    ``spherical_names`` and ``spherical_columns``. A solver that writes these lists in
+    place calls ``touch()`` before ``update()``.
     """
 
     def __init__(self, skeleton: Skeleton, effectors: list[str]) -> None:
@@ -271,17 +280,17 @@ class CompiledKinematics:
         order = [name for name in skeleton.joints if name in on_path]  # parents first
         index = {name: i for i, name in enumerate(order)}
         self._eff = [index[e] for e in self.effectors]
-        self._q = [0.0] * self.n
-        self._lo0 = [-INF] * self.n
-        self._hi0 = [INF] * self.n
-        self._lo = list(self._lo0)
-        self._hi = list(self._hi0)
-        self._quats: list[Quat] = []
-        self._sph_names: list[str] = []
-        self._sph_cols: list[tuple[int, int, int]] = []
+        self.q = [0.0] * self.n
+        self.lo0 = [-INF] * self.n
+        self.hi0 = [INF] * self.n
+        self.lo = list(self.lo0)
+        self.hi = list(self.hi0)
+        self.quats: list[Quat] = []
+        self.spherical_names: list[str] = []
+        self.spherical_columns: list[tuple[int, int, int]] = []
         # per column: (kind, path joint, coordinate axis or -1, unit axis); owner joint
         self._col_info: list[tuple[int, int, int, Vec3]] = [(REVOLUTE, 0, -1, ZERO)] * self.n
-        self._col_joint: list[tuple[str, int]] = [("", -1)] * self.n
+        self.column_joint: list[tuple[str, int]] = [("", -1)] * self.n
         self._frames = f = _Frames(len(order), self.n)
         static: list[Op] = []
         steps: list[Step] = []
@@ -295,27 +304,27 @@ class CompiledKinematics:
                 axis: Vec3 = tuple(float(v) for v in j.axis)  # type: ignore[assignment]
                 ax = axis.index(1.0) if sorted(axis) == [0.0, 0.0, 1.0] else -1
                 if isinstance(j, RevoluteJoint):
-                    kind, op = REVOLUTE, _revolute_op(f, i, parent, off, self._q, c, ax, axis)
+                    kind, op = REVOLUTE, _revolute_op(f, i, parent, off, self.q, c, ax, axis)
                 else:
-                    kind, op = PRISMATIC, _prismatic_op(f, i, parent, off, self._q, c, axis)
+                    kind, op = PRISMATIC, _prismatic_op(f, i, parent, off, self.q, c, axis)
                 self._col_info[c] = (kind, i, ax, axis)
                 step: Step = (i, kind, parent, off, c, ax, None, op)
-                self._col_joint[c] = (name, -1)
+                self.column_joint[c] = (name, -1)
                 if j.limits is not None:
-                    self._lo0[c], self._hi0[c] = j.limits
+                    self.lo0[c], self.hi0[c] = j.limits
                 moving.add(i)
             elif isinstance(j, SphericalJoint):
                 cs = tuple(col[v.name] for v in j.virtual_chain)
-                op = _spherical_op(f, i, parent, off, self, cs, len(self._sph_names))
+                op = _spherical_op(f, i, parent, off, self, cs, len(self.spherical_names))
                 step = (i, SPHERICAL, parent, off, -1, -1, None, op)
-                self._sph_names.append(name)
-                self._sph_cols.append(cs)  # type: ignore[arg-type]
-                self._quats.append((1.0, 0.0, 0.0, 0.0))
+                self.spherical_names.append(name)
+                self.spherical_columns.append(cs)  # type: ignore[arg-type]
+                self.quats.append((1.0, 0.0, 0.0, 0.0))
                 for k, (c, lim) in enumerate(zip(cs, j.limits, strict=True)):
                     self._col_info[c] = (VIRTUAL, i, k, ZERO)
-                    self._col_joint[c] = (name, k)
+                    self.column_joint[c] = (name, k)
                     if lim is not None:
-                        self._lo0[c], self._hi0[c] = lim
+                        self.lo0[c], self.hi0[c] = lim
                 moving.add(i)
             else:
                 quat = tuple(float(v) for v in j.quaternion)  # type: ignore[attr-defined]
@@ -329,17 +338,22 @@ class CompiledKinematics:
             else:
                 static.append(op)
         self._ops = [st[7] for st in steps]  # the closures: the reference for the FK below
-        self._fk = straight_line_fk(steps, f, self._q)
+        self._fk = straight_line_fk(steps, f, self.q)
         self._eff_cols = [
             [col[node.name] for j in path for node in _solver_nodes(j)] for path in paths
         ]
         for op in static:
             op()
+        self.column_kinds = [info[0] for info in self._col_info]
         self._fresh = self._clipped = False
         self.read_from(skeleton)
         self.update()
 
     # -- FK ---------------------------------------------------------------------------
+    def touch(self) -> None:
+        """The state lists were written in place: the next ``update()`` runs FK."""
+        self._fresh = False
+
     def update(self) -> None:
         """FK of the path joints, folding spherical increments first (SPEC 4.3)."""
         if self._fresh:
@@ -390,7 +404,7 @@ class CompiledKinematics:
 
     def apply_scaled(self, dq: Sequence[float], alpha: float) -> None:
         """``q += alpha * dq`` per column, clipped to the current limits."""
-        q, lo, hi = self._q, self._lo, self._hi
+        q, lo, hi = self.q, self.lo, self.hi
         for c in range(self.n):
             v = q[c] + alpha * dq[c]
             if v < lo[c]:
@@ -398,7 +412,7 @@ class CompiledKinematics:
             elif v > hi[c]:
                 v = hi[c]
             q[c] = v
-        self._fresh = False
+        self.touch()
         self._clipped = True
 
     def clip(self) -> None:
@@ -409,10 +423,10 @@ class CompiledKinematics:
     # -- the protocol (numpy at the boundary) ------------------------------------------
     def reset(self) -> None:
         """T-pose: q = 0, identity quaternions, the skeleton's limits; FK."""
-        self._q[:] = [0.0] * self.n
-        self._lo[:] = self._lo0
-        self._hi[:] = self._hi0
-        self._quats[:] = [(1.0, 0.0, 0.0, 0.0)] * len(self._quats)
+        self.q[:] = [0.0] * self.n
+        self.lo[:] = self.lo0
+        self.hi[:] = self.hi0
+        self.quats[:] = [(1.0, 0.0, 0.0, 0.0)] * len(self.quats)
         self._fresh = self._clipped = False
         self.update()
 
@@ -430,24 +444,24 @@ class CompiledKinematics:
         self.apply_scaled(np.asarray(dq, dtype=float).tolist(), 1.0)
 
     def limits(self) -> tuple[Array, Array]:
-        return np.array(self._lo, dtype=float), np.array(self._hi, dtype=float)
+        return np.array(self.lo, dtype=float), np.array(self.hi, dtype=float)
 
     def increments(self) -> Array:
-        return np.array(self._q, dtype=float)
+        return np.array(self.q, dtype=float)
 
     def save(self) -> object:
-        return (self._q[:], self._lo[:], self._hi[:], self._quats[:])
+        return (self.q[:], self.lo[:], self.hi[:], self.quats[:])
 
     def restore(self, state: object) -> None:
         q, lo, hi, quats = state  # type: ignore[misc]
-        self._q[:] = q
-        self._lo[:] = lo
-        self._hi[:] = hi
-        self._quats[:] = quats
+        self.q[:] = q
+        self.lo[:] = lo
+        self.hi[:] = hi
+        self.quats[:] = quats
         self._fresh = self._clipped = False
 
     def _node(self, skeleton: Skeleton, c: int) -> Any:
-        name, k = self._col_joint[c]
+        name, k = self.column_joint[c]
         joint = skeleton.joints[name]
         return joint if k < 0 else joint.virtual_chain[k]  # type: ignore[attr-defined]
 
@@ -456,13 +470,13 @@ class CompiledKinematics:
         when ``fk`` is False: joint values do not need it)."""
         for c in range(self.n):
             node = self._node(skeleton, c)
-            node.q = self._q[c]
+            node.q = self.q[c]
             if self._col_info[c][0] == VIRTUAL:
-                lo, hi = self._lo[c], self._hi[c]
+                lo, hi = self.lo[c], self.hi[c]
                 node.limits = None if lo == -INF and hi == INF else (lo, hi)
-        for s, name in enumerate(self._sph_names):
+        for s, name in enumerate(self.spherical_names):
             sp = skeleton.joints[name]
-            sp.quaternion = np.array(self._quats[s], dtype=float)  # type: ignore[attr-defined]
+            sp.quaternion = np.array(self.quats[s], dtype=float)  # type: ignore[attr-defined]
             sp.virtual_fix.quaternion = sp.quaternion.copy()  # type: ignore[attr-defined]
         if fk:
             skeleton.update()
@@ -474,14 +488,14 @@ class CompiledKinematics:
         paths are not included."""
         q, _, _, quats = state  # type: ignore[misc]
         out: dict[str, dict[str, Any]] = {}
-        for c, (name, k) in enumerate(self._col_joint):
+        for c, (name, k) in enumerate(self.column_joint):
             if k < 0:
                 if self._col_info[c][0] == PRISMATIC:
                     out[name] = {"type": "prismatic", "displacement": q[c]}
                 else:
                     out[name] = {"type": "revolute", "angle": q[c]}
-        for s, name in enumerate(self._sph_names):
-            c1, c2, c3 = self._sph_cols[s]
+        for s, name in enumerate(self.spherical_names):
+            c1, c2, c3 = self.spherical_columns[s]
             a, b, g = q[c1], q[c2], q[c3]
             quat = quat_unit(quats[s])
             if max(abs(a), abs(b), abs(g)) >= SYNC_THRESHOLD:
@@ -493,13 +507,13 @@ class CompiledKinematics:
     def read_from(self, skeleton: Skeleton) -> None:
         for c in range(self.n):
             node = self._node(skeleton, c)
-            self._q[c] = float(node.q)
+            self.q[c] = float(node.q)
             lim = node.limits
-            self._lo[c], self._hi[c] = (-INF, INF) if lim is None else (float(lim[0]),
+            self.lo[c], self.hi[c] = (-INF, INF) if lim is None else (float(lim[0]),
                                                                       float(lim[1]))
-        for s, name in enumerate(self._sph_names):
+        for s, name in enumerate(self.spherical_names):
             quat = skeleton.joints[name].quaternion  # type: ignore[attr-defined]
-            self._quats[s] = (float(quat[0]), float(quat[1]), float(quat[2]), float(quat[3]))
+            self.quats[s] = (float(quat[0]), float(quat[1]), float(quat[2]), float(quat[3]))
         self._fresh = self._clipped = False
 
 

@@ -13,7 +13,7 @@ from numpy.typing import ArrayLike, NDArray
 from ..rotations import matrix_to_rotvec
 from .chain import build_ik_chain, chain_sphericals, compute_jacobian
 from .joints import CompositeJoint, JointNode
-from .settings import SolveResult, SolverSettings
+from .settings import SolveResult
 
 
 def pose_error(
@@ -68,24 +68,14 @@ def solve(
     enable_line_search: bool = True,
     line_search_alpha: float = 1.0,
     line_search_alpha_min: float = 1e-2,
-    *,
-    method: str = "spec",
 ) -> SolveResult:
     """SPEC 5.4 DLS: ``dq = J^T (J J^T + damping I)^-1 [dp; dr]``, line search, clamping.
 
     The joints are left in the final state with FK current. A start outside the limits is
     first clipped into them (``apply_delta(0)``), so a solve never ends outside its limits.
     Without line search, an unconverged solve keeps the best state it reached (DECISIONS:
-    nothing worse, no NaN). ``method="robust"`` runs ``robust.solve_robust`` instead (its
-    own damping and limit handling; the iteration limit and tolerances apply).
+    nothing worse, no NaN). ``dhik.solve`` (model/methods.py) adds ``method="robust"``.
     """
-    if method != "spec":
-        from .robust import solve_on_nodes  # here: robust imports this module
-
-        settings = SolverSettings(max_iterations, position_tolerance, orientation_tolerance,
-                                  damping, enable_line_search, line_search_alpha,
-                                  line_search_alpha_min)
-        return solve_on_nodes(root, effector, target_transform, ik_chain, method, settings)
     target = np.asarray(target_transform, dtype=float)
     chain = build_ik_chain(root, effector) if ik_chain is None else ik_chain
     sphericals = chain_sphericals(chain)
@@ -160,8 +150,6 @@ def solve_ik(
     enable_line_search: bool = True,
     line_search_alpha: float = 1.0,
     line_search_alpha_min: float = 1e-2,
-    *,
-    method: str = "spec",
 ) -> bool:
     """SPEC 5.4 entry point: True when the effector reached the target within tolerance."""
     return solve(
@@ -176,5 +164,4 @@ def solve_ik(
         enable_line_search,
         line_search_alpha,
         line_search_alpha_min,
-        method=method,
     ).converged

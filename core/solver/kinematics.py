@@ -20,6 +20,9 @@ from numpy.typing import NDArray
 
 Array = NDArray[np.float64]
 
+# column and joint kinds of a compiled model (``CoordinateModel.column_kinds``)
+FIXED, REVOLUTE, PRISMATIC, SPHERICAL, VIRTUAL = 0, 1, 2, 3, 4
+
 
 @runtime_checkable
 class Kinematics(Protocol):
@@ -86,3 +89,29 @@ class FloatKinematics(Kinematics, Protocol):
 
     def clip(self) -> None:
         """Clip every column into its current limits."""
+
+
+@runtime_checkable
+class CoordinateModel(FloatKinematics, Protocol):
+    """A float model whose coordinate chart is public: what the robust engine works on.
+
+    Per column: ``q`` (rad, m, or a spherical increment in rad), current limits ``lo`` /
+    ``hi`` (shifted for VIRTUAL columns), the skeleton's limits ``lo0`` / ``hi0`` (+-inf
+    when none), ``column_kinds`` (REVOLUTE, PRISMATIC or VIRTUAL) and ``column_joint``
+    (owning joint name, virtual index or -1). Per spherical joint: ``quats``
+    ``(w, x, y, z)`` relative to its parent's frame and its ``spherical_names``. Lists are
+    written in place, then ``touch()`` and ``update()`` run FK.
+    """
+
+    q: list[float]
+    lo: list[float]
+    hi: list[float]
+    lo0: list[float]
+    hi0: list[float]
+    quats: list[tuple[float, float, float, float]]
+    column_kinds: list[int]
+    column_joint: list[tuple[str, int]]
+    spherical_names: list[str]
+
+    def touch(self) -> None:
+        """The state lists were written in place: the next ``update()`` runs FK."""

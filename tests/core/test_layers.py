@@ -1,0 +1,65 @@
+"""The core's layers (SPEC 2): imports point down only, and no module imports another's
+private names. solver/ <- model/ <- app/; errors, rotations and floatmath sit below all.
+Function-level imports count; imports under ``if TYPE_CHECKING`` count too."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+CORE = Path(__file__).resolve().parents[2] / "core"
+RANK = {"errors": 0, "rotations": 0, "floatmath": 0, "solver": 1, "model": 2, "app": 3}
+FORBIDDEN = {"bpy", "mathutils", "scipy", "dhik_addon"}
+
+
+def _layer(parts: tuple[str, ...]) -> str:
+    return parts[0] if parts else ""
+
+
+def _imports(path: Path) -> list[tuple[tuple[str, ...], list[str], int]]:
+    """(imported module as parts below core/, imported names, line) per import."""
+    rel = path.relative_to(CORE).with_suffix("").parts
+    package = rel[:-1] if rel[-1] != "__init__" else rel[:-1]
+    out = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom):
+            if node.level == 0:
+                out.append((("<abs>", *(node.module or "").split(".")), [], node.lineno))
+                continue
+            base = package[: len(package) - node.level + 1]
+            mod = (*base, *(node.module.split(".") if node.module else ()))
+            out.append((mod, [a.name for a in node.names], node.lineno))
+        elif isinstance(node, ast.Import):
+            for a in node.names:
+                out.append((("<abs>", *a.name.split(".")), [], node.lineno))
+    return out
+
+
+MODULES = sorted(p for p in CORE.rglob("*.py"))
+
+
+@pytest.mark.parametrize("path", MODULES, ids=lambda p: str(p.relative_to(CORE)))
+def test_imports_point_down_only(path: Path) -> None:
+    here = path.relative_to(CORE).parts
+    rank = RANK.get(_layer(here[:-1]) if len(here) > 1 else here[0].removesuffix(".py"), 4)
+    for mod, names, line in _imports(path):
+        if not mod:
+            continue  # ``from .. import __version__``: the package itself
+        if mod[0] == "<abs>":
+            assert mod[1] not in FORBIDDEN, f"{path.name}:{line} imports {mod[1]}"
+            continue
+        target = _layer(mod)
+        assert RANK.get(target, 0) <= rank, f"{'/'.join(here)}:{line} imports up into {target}/"
+        private = [n for n in names if n.startswith("_") and not n.startswith("__")]
+        assert not private, f"{'/'.join(here)}:{line} imports private {private}"
+
+
+def test_the_walker_resolves_relative_imports() -> None:
+    """``from .settings`` in solver/ is solver.settings, ``from ..rotations`` is rotations,
+    and in model/ ``from ..solver.joints`` is solver.joints: the check sees real targets."""
+    dls = [m for m, _, _ in _imports(CORE / "solver" / "dls.py")]
+    assert ("solver", "settings") in dls and ("rotations",) in dls
+    sk = [m for m, _, _ in _imports(CORE / "model" / "skeleton.py")]
+    assert ("solver", "joints") in sk and ("model", "definition") in sk
