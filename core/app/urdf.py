@@ -112,7 +112,8 @@ def _numbers(text: str | None, n: int, default: tuple[float, ...], source: str, 
     except ValueError:
         values = ()
     if len(values) != n or not all(math.isfinite(v) for v in values):
-        raise DhikError(source, where, f"must be {n} finite numbers, got {text!r}")
+        shape = "a finite number" if n == 1 else f"{n} finite numbers"
+        raise DhikError(source, where, f"must be {shape}, got {text!r}")
     return values
 
 

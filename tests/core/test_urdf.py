@@ -249,7 +249,7 @@ LIMIT = '<limit lower="-1" upper="1"/>'
     (_joint("j", "prismatic", "base", "a", '<limit lower="1" upper="0"/>'), "base a",
      "r.urdf: joint[name=j].limit: lower 1.0 is greater than upper 0.0"),
     (_joint("j", "revolute", "base", "a", '<limit lower="-1" upper="nan"/>'), "base a",
-     "r.urdf: joint[name=j].limit.upper: must be 1 finite numbers, got 'nan'"),
+     "r.urdf: joint[name=j].limit.upper: must be a finite number, got 'nan'"),
     (_joint("j", "revolute", "base", "a", '<axis xyz="0 0 0"/>' + LIMIT), "base a",
      "r.urdf: joint[name=j].axis.xyz: must be a non-zero 3-vector"),
     (_joint("j", "fixed", "base", "a", '<origin xyz="1 2"/>'), "base a",
