@@ -16,6 +16,7 @@ from .operators_io import (
     DHIK_OT_export_targets,
     DHIK_OT_import_skeleton,
     DHIK_OT_import_targets,
+    DHIK_OT_import_urdf,
 )
 from .panel import (
     DHIK_PT_effectors,
@@ -31,6 +32,7 @@ CLASSES = (
     DHIK_PG_effector,
     DHIK_PG_settings,
     DHIK_OT_import_skeleton,
+    DHIK_OT_import_urdf,
     DHIK_OT_export_skeleton,
     DHIK_OT_import_targets,
     DHIK_OT_export_targets,

@@ -20,6 +20,7 @@ from ..core.app.formats import (
     save_skeleton,
     save_targets,
 )
+from ..core.app.urdf import load_urdf
 from ..core.errors import DhikError
 from . import keying
 from .access import armature_data, scene_of
@@ -79,11 +80,42 @@ class DHIK_OT_import_skeleton(bpy.types.Operator, _JsonImport):
         except DhikError as err:
             self.report({"ERROR"}, str(err))
             return {"CANCELLED"}
-        s = settings(context)
-        s.armature = ob
-        leaves = [b.name for b in armature_data(ob).bones if not b.children]
-        s.effector = leaves[0] if len(leaves) == 1 else ""
+        _make_current(context, ob)
         self.report({"INFO"}, f"Imported {len(defn.joints)} joints as {ob.name!r}")
+        return {"FINISHED"}
+
+
+def _make_current(context: bpy.types.Context, ob: bpy.types.Object) -> None:
+    """The panel's armature becomes ``ob``; its effector the single leaf, if there is one."""
+    s = settings(context)
+    s.armature = ob
+    leaves = [b.name for b in armature_data(ob).bones if not b.children]
+    s.effector = leaves[0] if len(leaves) == 1 else ""
+
+
+class DHIK_OT_import_urdf(bpy.types.Operator, _JsonImport):
+    """Create an armature from a URDF robot: one bone per joint, named as in the URDF"""
+
+    bl_idname = "dhik.import_urdf"
+    bl_label = "Import URDF Robot (.urdf)"
+    bl_options = {"REGISTER", "UNDO"}
+    filename_ext = ".urdf"  # the file browser and poll of the JSON importers, URDF files
+    filter_glob: StringProperty(default="*.urdf", options={"HIDDEN"})  # type: ignore[valid-type]
+
+    def execute(self, context: bpy.types.Context) -> OperatorResult:
+        try:
+            defn, warnings = load_urdf(self.filepath)
+            ob = create_armature(context, defn, Path(self.filepath).stem or "robot",
+                                 self.filepath)
+        except DhikError as err:
+            self.report({"ERROR"}, str(err))
+            return {"CANCELLED"}
+        _make_current(context, ob)
+        for warning in warnings:  # mimic joints imported as independent ones, locked joints
+            self.report({"WARNING"}, warning)
+        moving = sum(j.type != "fixed" for j in defn.joints)
+        self.report({"INFO"}, f"Imported {len(defn.joints)} joints ({moving} moving) as "
+                              f"{ob.name!r}")
         return {"FINISHED"}
 
 

@@ -144,6 +144,7 @@ def menu_import(self: bpy.types.Menu, _context: bpy.types.Context) -> None:
     layout = layout_of(self)
     layout.operator("dhik.import_skeleton", text="DHIK Skeleton (.json)")
     layout.operator("dhik.import_targets", text="DHIK Targets (.json)")
+    layout.operator("dhik.import_urdf", text="URDF Robot (.urdf)")
 
 
 def menu_export(self: bpy.types.Menu, _context: bpy.types.Context) -> None:

@@ -119,7 +119,7 @@ def test_menu_entries(addon):
     ui.menu_import(SimpleNamespace(layout=layout), bpy.context)
     ui.menu_export(SimpleNamespace(layout=layout), bpy.context)
     assert _operators(layout.mock_calls) == [
-        "dhik.import_skeleton", "dhik.import_targets",
+        "dhik.import_skeleton", "dhik.import_targets", "dhik.import_urdf",
         "dhik.export_skeleton", "dhik.export_targets", "dhik.export_animation",
     ]
     assert ui.menu_import in bpy.types.TOPBAR_MT_file_import._dyn_ui_initialize()

@@ -1,0 +1,216 @@
+"""dhik.import_urdf (File > Import > URDF Robot) on real bpy.
+
+The reference is URDF's own kinematics, computed here from the XML (child link pose =
+parent link pose @ T(xyz) @ Rz(yaw) Ry(pitch) Rx(roll) @ joint motion), and the core's
+FK; Blender's evaluated bones must agree with both after posing a few joints.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.metadata
+import math
+from pathlib import Path
+from types import SimpleNamespace
+from xml.etree import ElementTree as ET
+
+import bpy
+import numpy as np
+import pytest
+from addon_helpers import blender_joint_worlds
+
+ARM = """<?xml version="1.0"?>
+<robot name="arm">
+  <link name="base_link"/><link name="l1"/><link name="l2"/><link name="l3"/>
+  <link name="tool"/><link name="finger_a"/><link name="finger_b"/>
+  <joint name="waist" type="continuous">
+    <parent link="base_link"/><child link="l1"/>
+    <origin xyz="0 0 0.3"/><axis xyz="0 0 1"/>
+  </joint>
+  <joint name="shoulder" type="revolute">
+    <parent link="l1"/><child link="l2"/>
+    <origin xyz="0.05 0 0.1" rpy="-1.5707963267948966 0 0.2"/><axis xyz="0 0 1"/>
+    <limit lower="-2" upper="2" effort="1" velocity="1"/>
+  </joint>
+  <joint name="elbow" type="revolute">
+    <parent link="l2"/><child link="l3"/>
+    <origin xyz="0.4 0 0" rpy="0 0 0"/><axis xyz="0 0.6 0.8"/>
+    <limit lower="-2.5" upper="0.5" effort="1" velocity="1"/>
+  </joint>
+  <joint name="flange" type="fixed">
+    <parent link="l3"/><child link="tool"/>
+    <origin xyz="0.3 0.02 0" rpy="0.3 -0.4 1.1"/>
+  </joint>
+  <joint name="finger_a_joint" type="prismatic">
+    <parent link="tool"/><child link="finger_a"/>
+    <origin xyz="0 0 0.05" rpy="0 0 0.7"/><axis xyz="0 1 0"/>
+    <limit lower="0" upper="0.04" effort="1" velocity="1"/>
+  </joint>
+  <joint name="finger_b_joint" type="prismatic">
+    <parent link="tool"/><child link="finger_b"/>
+    <origin xyz="0 0 0.05"/><axis xyz="0 -1 0"/>
+    <limit lower="0" upper="0.04" effort="1" velocity="1"/>
+    <mimic joint="finger_a_joint"/>
+  </joint>
+</robot>
+"""
+
+
+def _rpy(r: float, p: float, y: float) -> np.ndarray:
+    cr, sr, cp, sp, cy, sy = (math.cos(r), math.sin(r), math.cos(p), math.sin(p),
+                              math.cos(y), math.sin(y))
+    rz = np.array([[cy, -sy, 0], [sy, cy, 0], [0, 0, 1]])
+    ry = np.array([[cp, 0, sp], [0, 1, 0], [-sp, 0, cp]])
+    rx = np.array([[1, 0, 0], [0, cr, -sr], [0, sr, cr]])
+    return rz @ ry @ rx
+
+
+def _rot(axis: np.ndarray, angle: float) -> np.ndarray:
+    k = axis / np.linalg.norm(axis)
+    kx = np.array([[0, -k[2], k[1]], [k[2], 0, -k[0]], [-k[1], k[0], 0]])
+    return np.eye(3) + math.sin(angle) * kx + (1 - math.cos(angle)) * kx @ kx
+
+
+def urdf_fk(path: Path, q: dict[str, float]) -> dict[str, np.ndarray]:
+    """World 4x4 of every URDF joint's child link (joints absent from ``q`` at 0)."""
+    robot = ET.parse(path).getroot()
+    joints = robot.findall("joint")
+    parent_of = {j.find("child").get("link"): j for j in joints}
+    pose: dict[str, np.ndarray] = {}
+
+    def link_pose(link: str) -> np.ndarray:
+        if link not in pose:
+            j = parent_of.get(link)
+            if j is None:
+                pose[link] = np.eye(4)
+            else:
+                o = j.find("origin")
+                xyz = [float(v) for v in (o.get("xyz", "0 0 0") if o is not None
+                                          else "0 0 0").split()]
+                rpy = [float(v) for v in (o.get("rpy", "0 0 0") if o is not None
+                                          else "0 0 0").split()]
+                a = j.find("axis")
+                axis = np.array([float(v) for v in (a.get("xyz") if a is not None
+                                                    else "1 0 0").split()])
+                t = np.eye(4)
+                t[:3, :3], t[:3, 3] = _rpy(*rpy), xyz
+                m = np.eye(4)
+                value = q.get(j.get("name"), 0.0)
+                if j.get("type") in ("revolute", "continuous"):
+                    m[:3, :3] = _rot(axis, value)
+                elif j.get("type") == "prismatic":
+                    m[:3, 3] = value * axis / np.linalg.norm(axis)
+                pose[link] = link_pose(j.find("parent").get("link")) @ t @ m
+        return pose[link]
+
+    return {j.get("name"): link_pose(j.find("child").get("link")) for j in joints}
+
+
+@pytest.fixture
+def ext(addon) -> SimpleNamespace:
+    """The extension's own URDF loader and joint maps (its classes, its DhikError)."""
+    return SimpleNamespace(
+        load_urdf=importlib.import_module("dhik_blender.core.app.urdf").load_urdf,
+        joint_maps=importlib.import_module("dhik_blender.dhik_addon.armature_read").joint_maps)
+
+
+def _import(path: Path) -> bpy.types.Object:
+    assert bpy.ops.dhik.import_urdf(filepath=str(path)) == {"FINISHED"}
+    return bpy.context.scene.dhik.armature
+
+
+def _pose_and_compare(ext, core, path: Path, q: dict[str, float]) -> float:
+    """Pose the imported armature at ``q`` through the add-on's joint maps; the largest
+    difference of Blender's evaluated joint frames from URDF FK and from the core's FK."""
+    ob = bpy.context.scene.dhik.armature
+    defn, _ = ext.load_urdf(path)
+    maps = ext.joint_maps(ob, defn)
+    skel = core.Skeleton(defn)
+    rest = {name: w[:3, :3].copy() for name, w in skel.world_transforms().items()}
+    values = {}
+    for name, value in q.items():
+        kind = maps[name].type
+        entry = ({"type": "revolute", "angle": value} if kind == "revolute"
+                 else {"type": "prismatic", "displacement": value})
+        values[name] = entry
+        pb = ob.pose.bones[name]
+        if kind == "revolute":
+            pb.rotation_quaternion = maps[name].channel_value(entry).tolist()
+        else:
+            pb.location = maps[name].channel_value(entry).tolist()
+    bpy.context.view_layer.update()
+    blender = blender_joint_worlds(ob, rest)
+    skel.set_joint_values(values)
+    reference = urdf_fk(path, q)
+    worst = 0.0
+    for name, w in reference.items():
+        worst = max(worst, float(np.abs(blender[name] - w).max()),
+                    float(np.abs(skel.joints[name].global_transform - w).max()))
+    return worst
+
+
+def test_import_urdf_builds_the_robot_and_poses_like_urdf(ext, core, tmp_path):
+    path = tmp_path / "arm.urdf"
+    path.write_text(ARM)
+    ob = _import(path)
+    assert ob.name == "arm" and ob.type == "ARMATURE"
+    bones = ob.data.bones
+    assert {"waist", "shoulder", "elbow", "flange", "finger_a_joint", "finger_b_joint",
+            "base_link", "shoulder__origin", "finger_a_joint__origin"} == {b.name for b in bones}
+    assert bones["shoulder"].parent.name == "shoulder__origin"
+    assert bones["finger_b_joint"]["dhik_type"] == "prismatic"
+    assert list(bones["shoulder"]["dhik_limits"]) == [-2.0, 2.0]
+    assert "dhik_limits" not in bones["waist"]  # continuous: no limits
+    assert bpy.context.scene.dhik.effector == ""  # two fingers: no single leaf
+    q = {"waist": 2.5, "shoulder": -0.8, "elbow": 0.4, "finger_a_joint": 0.03,
+         "finger_b_joint": 0.01}
+    assert _pose_and_compare(ext, core, path, q) < 1e-5  # Blender's matrices are float32
+
+
+def test_mimic_joint_is_reported_as_a_warning(tmp_path, capfd):
+    path = tmp_path / "arm.urdf"
+    path.write_text(ARM)
+    _import(path)
+    out = capfd.readouterr()
+    text = out.out + out.err
+    assert "joint[name=finger_b_joint]: mimics joint 'finger_a_joint'" in text
+
+
+def test_panda_from_example_robot_data(ext, core):
+    try:
+        dist = importlib.metadata.distribution("example-robot-data")
+    except importlib.metadata.PackageNotFoundError:
+        pytest.skip("example-robot-data is not installed (pip install -e '.[robot-data]')")
+    path = Path(str(dist.locate_file(
+        "cmeel.prefix/share/example-robot-data/robots/panda_description/urdf/panda.urdf")))
+    ob = _import(path)
+    assert ob.name == "panda"
+    rng = np.random.default_rng(3)
+    defn = ext.load_urdf(path).skeleton
+    for _ in range(3):
+        q = {j.name: float(rng.uniform(*j.limits)) for j in defn.joints
+             if j.type != "fixed"}
+        assert _pose_and_compare(ext, core, path, q) < 1e-5
+
+
+@pytest.mark.parametrize("text, message", [
+    ('<robot name="r"><link name="a"/><link name="b"/><joint name="j" type="floating">'
+     '<parent link="a"/><child link="b"/></joint></robot>',
+     r"joint\[name=j\]: a floating joint \(6 DoF\) cannot be expressed"),
+    ('<!DOCTYPE r [<!ENTITY a "aaaa"><!ENTITY b "&a;&a;&a;">]><robot name="&b;">'
+     '<link name="a"/></robot>', "DOCTYPE declarations are not accepted"),
+])
+def test_bad_urdf_reports_and_changes_nothing(tmp_path, text, message):
+    path = tmp_path / "bad.urdf"
+    path.write_text(text)
+    before = (len(bpy.data.objects), len(bpy.data.armatures))
+    with pytest.raises(RuntimeError, match=message):
+        bpy.ops.dhik.import_urdf(filepath=str(path))
+    assert (len(bpy.data.objects), len(bpy.data.armatures)) == before
+    assert bpy.context.scene.dhik.armature is None
+
+
+def test_file_browser_shows_urdf_files():
+    props = bpy.ops.dhik.import_urdf.get_rna_type().properties
+    assert props["filter_glob"].default == "*.urdf"
+    assert bpy.ops.dhik.import_urdf.poll()
