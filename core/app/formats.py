@@ -36,9 +36,10 @@ import math
 import numbers
 import os
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, TextIO
 
 import numpy as np
+from numpy.typing import NDArray
 
 from ..model.definition import (
     ANIMATED_TYPES,
@@ -49,9 +50,23 @@ from ..model.definition import (
     SkeletonDef,
     Vec3,
 )
-from .jsonio import atomic_write_json, fail, key_path, kind_of, load_json, show
+from .jsonio import (
+    atomic_write_json,
+    atomic_write_text,
+    fail,
+    json_string,
+    key_path,
+    kind_of,
+    load_json,
+    show,
+)
+
+_PLAIN_NUMBERS = {float, int, np.float64}
 
 _UNIT_TOLERANCE = 1e-12
+#: The last frame a targets.json or animation.json may name: Blender's last frame
+#: (MAXFRAME). Every frame from 0 to the last keyframe is baked, so this also bounds a bake.
+MAX_FRAME = 1_048_574
 
 
 # --------------------------------------------------------------------------- helpers
@@ -89,9 +104,11 @@ def _number(value: Any, source: str, path: str) -> float:
 
 
 def _frame_number(value: Any, source: str, path: str) -> int:
-    """A frame: an integer >= 0 (3.0 and true are not integers)."""
+    """A frame: an integer from 0 to MAX_FRAME (3.0 and true are not integers)."""
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral) or value < 0:
         fail(source, path, f"must be an integer >= 0, got {show(value)}")
+    if value > MAX_FRAME:
+        fail(source, path, f"must be at most {MAX_FRAME} (Blender's last frame), got {value}")
     return int(value)
 
 
@@ -424,9 +441,133 @@ def load_animation(path: str | os.PathLike) -> list[dict]:
 
 
 def save_animation(frames: Sequence[dict], path: str | os.PathLike) -> None:
-    """Validate ``frames`` (DhikError naming ``path``) and write ``{"frames": ...}`` atomically."""
-    clean = parse_animation({"frames": list(frames)}, str(path))
-    atomic_write_json(path, {"frames": clean})
+    """Validate ``frames`` (DhikError naming ``path``) and write ``{"frames": ...}`` atomically.
+
+    Frames that all name the same joints in the same order (a bake's) are checked and
+    written as arrays (:class:`AnimationColumns`); any other list goes through
+    :func:`parse_animation` and the generic writer. Both write the same bytes.
+    """
+    columns = AnimationColumns.from_frames(frames)
+    if columns is None or columns.problem():
+        clean = parse_animation({"frames": list(frames)}, str(path))
+        atomic_write_json(path, {"frames": clean})
+        return
+    columns.write(path)
+
+
+class AnimationColumns:
+    """A whole animation.json as arrays: frame numbers (F,), the joints' names and types
+    in file order, and their values (F, W): one column per revolute angle (rad) or
+    prismatic displacement (m), seven per spherical joint (the file's XYZ ``euler``, rad,
+    then its ``quaternion`` [w, x, y, z]). Written frame block by frame block
+    from a text template: no per-frame objects, and the bytes of :func:`atomic_write_json`.
+    """
+
+    WIDTH = {"revolute": 1, "prismatic": 1, "spherical": 7}
+    BLOCK = 4096  # frames formatted per write
+
+    def __init__(self, frames: NDArray[np.int64], names: Sequence[str], kinds: Sequence[str],
+                 values: NDArray[np.float64]) -> None:
+        self.frames = np.asarray(frames, dtype=np.int64)
+        self.names = list(names)
+        self.kinds = list(kinds)
+        self.values = np.asarray(values, dtype=float).reshape(len(self.frames), -1)
+
+    @classmethod
+    def from_frames(cls, frames: Sequence[Any]) -> AnimationColumns | None:
+        """The columns of animation frames (``{"frame", "joints": {name: entry}}``) when
+        every frame names the same joints in the same order with the same types and each
+        value is a plain number; None otherwise (the caller validates the slow way)."""
+        if not frames:
+            return None
+        try:
+            first = frames[0]["joints"]
+            names = list(first)
+            kinds = [first[n]["type"] for n in names]
+            if any(k not in cls.WIDTH for k in kinds):
+                return None
+            numbers = [fr["frame"] for fr in frames]
+            flat: list[Any] = []
+            add, extend = flat.append, flat.extend
+            for fr in frames:
+                joints = fr["joints"]
+                if list(joints) != names:
+                    return None
+                for name, kind in zip(names, kinds, strict=True):
+                    e = joints[name]
+                    if e["type"] != kind:
+                        return None
+                    if kind == "revolute":
+                        add(e["angle"])
+                    elif kind == "prismatic":
+                        add(e["displacement"])
+                    else:
+                        eu, q = e["euler"], e["quaternion"]
+                        if len(eu) != 3 or len(q) != 4:
+                            return None
+                        extend(eu)
+                        extend(q)
+        except (KeyError, TypeError, IndexError, AttributeError):
+            return None
+        if not set(map(type, numbers)) <= {int} or not set(map(type, flat)) <= _PLAIN_NUMBERS:
+            return None
+        return cls(np.array(numbers, dtype=np.int64), names, kinds,
+                   np.array(flat, dtype=float).reshape(len(frames), -1))
+
+    def problem(self) -> bool:
+        """Whether anything breaks SPEC 3.3 (then :func:`parse_animation` names it): frame
+        numbers not increasing or out of 0..MAX_FRAME, a non-finite value, a quaternion
+        that is zero or too large to normalise."""
+        f = self.frames
+        if len(f) and (f[0] < 0 or f[-1] > MAX_FRAME or np.any(np.diff(f) <= 0)):
+            return True
+        if not np.isfinite(self.values).all():
+            return True
+        col = 0
+        for kind in self.kinds:
+            if kind == "spherical":
+                q = self.values[:, col + 3:col + 7]
+                m = np.abs(q).max(axis=1)
+                if np.any(m == 0) or not np.isfinite(m * np.sqrt(((q / m[:, None]) ** 2)
+                                                                 .sum(axis=1))).all():
+                    return True
+            col += self.WIDTH[kind]
+        return False
+
+    def template(self) -> str:
+        """One frame's text with ``%d`` for the frame and ``%r`` for each value."""
+        entries = []
+        pad = " " * 10
+        for name, kind in zip(self.names, self.kinds, strict=True):
+            if kind == "spherical":
+                body = (f'{pad}"type": "spherical",\n{pad}"euler": [%r, %r, %r],\n'
+                        f'{pad}"quaternion": [%r, %r, %r, %r]')
+            else:
+                field = "angle" if kind == "revolute" else "displacement"
+                body = f'{pad}"type": "{kind}",\n{pad}"{field}": %r'
+            entries.append(f"        {json_string(name).replace('%', '%%')}: {{\n{body}\n"
+                           "        }")
+        joints = "{\n" + ",\n".join(entries) + "\n      }" if entries else "{}"
+        return f'    {{\n      "frame": %d,\n      "joints": {joints}\n    }}'
+
+    def write(self, path: str | os.PathLike) -> None:
+        """Write animation.json atomically (the frames are not checked again)."""
+        if not len(self.frames):
+            atomic_write_json(path, {"frames": []})
+            return
+        template = self.template()
+
+        def write(f: TextIO) -> None:
+            f.write('{\n  "frames": [\n')
+            for start in range(0, len(self.frames), self.BLOCK):
+                stop = start + self.BLOCK
+                rows = self.values[start:stop].tolist()
+                text = ",\n".join([template % (n, *row) for n, row in
+                                    zip(self.frames[start:stop].tolist(), rows, strict=True)])
+                f.write(",\n" + text if start else text)
+            f.write("\n  ]\n}\n")
+
+        atomic_write_text(path, write)
 
 
 # --------------------------------------------------------------------------- detection

@@ -9,8 +9,8 @@ import os
 import re
 import stat
 import tempfile
-from collections.abc import Mapping
-from typing import Any, NoReturn
+from collections.abc import Callable, Mapping
+from typing import Any, NoReturn, TextIO
 
 import numpy as np
 
@@ -97,33 +97,65 @@ def load_json(path: str | os.PathLike) -> Any:
         fail(source, "", f"invalid JSON: {exc}")
 
 
-def _dumps(value: Any, source: str, path: str, level: int) -> str:
-    """JSON text, 2-space indent, arrays of scalars on one line; DhikError on NaN/inf."""
+_SURROGATE = re.compile("[\ud800-\udfff]")
+# an array of scalars as json.dumps(indent=2) lays it out: one item per line. JSON strings
+# never hold a raw newline, so "[\n" cannot start inside one.
+_SCALAR = r'(?:"(?:[^"\\\n]|\\.)*"|[-+.\w]+)'
+_SCALAR_ARRAY = re.compile(r"\[\n[ ]*(" + _SCALAR + r"(?:,\n[ ]*" + _SCALAR + r")*)\n[ ]*\]")
+_ITEM_BREAK = re.compile(r",\n[ ]*")
+
+
+def json_string(text: str) -> str:
+    """``text`` as a JSON string literal: UTF-8 as is, but a lone surrogate (which UTF-8
+    cannot hold) escaped as ``\\udXXX`` (json.loads reads it back as the same string)."""
+    return json.dumps(text, ensure_ascii=_SURROGATE.search(text) is not None)
+
+
+def _plain(value: Any) -> Any:
+    """json.dumps' ``default``: numpy arrays and scalars as Python lists and numbers."""
     if isinstance(value, np.ndarray):
-        value = value.tolist()
-    elif isinstance(value, np.generic):
-        value = value.item()
-    pad, inner = "  " * level, "  " * (level + 1)
-    if isinstance(value, Mapping):
-        if not value:
-            return "{}"
-        items = []
-        for key, item in value.items():
-            if not isinstance(key, str):
-                raise TypeError(f"JSON object keys must be strings, got {key!r}")
-            text = _dumps(item, source, key_path(path, key), level + 1)
-            items.append(f"{inner}{json.dumps(key, ensure_ascii=False)}: {text}")
-        return "{\n" + ",\n".join(items) + "\n" + pad + "}"
-    if isinstance(value, (list, tuple)):
-        parts = [_dumps(v, source, f"{path}[{i}]", level + 1) for i, v in enumerate(value)]
-        if all(not isinstance(v, (Mapping, list, tuple, np.ndarray)) for v in value):
-            return "[" + ", ".join(parts) + "]"
-        return "[\n" + ",\n".join(inner + p for p in parts) + "\n" + pad + "]"
-    if isinstance(value, float) and not math.isfinite(value):
-        fail(source, path, f"cannot save a non-finite number ({show(value)})")
-    if value is None or isinstance(value, (bool, int, float, str)):
-        return json.dumps(value, ensure_ascii=False)
-    raise TypeError(f"{source}: {path}: cannot save a {type(value).__name__} as JSON")
+        return value.tolist()
+    if isinstance(value, np.generic):
+        return value.item()
+    raise TypeError(f"cannot save a {type(value).__name__} as JSON")
+
+
+def _first_non_finite(value: Any, path: str) -> tuple[str, Any] | None:
+    """The JSON path and value of the first NaN or infinity in ``value`` (a slow walk, run
+    only to name the culprit once the fast encoder refused); iterative, any depth."""
+    stack: list[tuple[str, Any]] = [(path, value)]
+    while stack:
+        where, item = stack.pop()
+        if isinstance(item, (np.ndarray, np.generic)):
+            item = _plain(item)
+        if isinstance(item, Mapping):
+            stack.extend(reversed([(key_path(where, str(k)), v) for k, v in item.items()]))
+        elif isinstance(item, (list, tuple)):
+            stack.extend(reversed([(f"{where}[{i}]", v) for i, v in enumerate(item)]))
+        elif isinstance(item, float) and not math.isfinite(item):
+            return where, item
+    return None
+
+
+def dumps_json(data: Any, source: str) -> str:
+    """``data`` as JSON text: 2-space indent, arrays of scalars on one line, UTF-8 (a lone
+    surrogate escaped); the standard library's C encoder does the work.
+
+    DhikError naming the JSON path on NaN or infinity (JSON has neither): nothing written.
+    numpy scalars and arrays are accepted. The layout is the one this module always wrote.
+    """
+    try:
+        text = json.dumps(data, indent=2, ensure_ascii=False, allow_nan=False, default=_plain)
+    except ValueError:
+        found = _first_non_finite(data, "")
+        if found is None:
+            raise
+        fail(source, found[0], f"cannot save a non-finite number ({show(found[1])})")
+    except RecursionError:
+        fail(source, "", "cannot save: nested too deeply")
+    if _SURROGATE.search(text):
+        text = json.dumps(data, indent=2, ensure_ascii=True, allow_nan=False, default=_plain)
+    return _SCALAR_ARRAY.sub(lambda m: "[" + _ITEM_BREAK.sub(", ", m[1]) + "]", text)
 
 
 def _new_file_mode() -> int:
@@ -132,22 +164,52 @@ def _new_file_mode() -> int:
     return 0o666 & ~umask
 
 
-def atomic_write_json(path: str | os.PathLike, data: Any) -> None:
-    """Write ``data`` as JSON to ``path`` atomically.
+def check_writable(path: str | os.PathLike) -> None:
+    """DhikError unless ``path`` can be written: its folder exists and is writable, and it
+    is not a folder (an existing non-regular file such as /dev/null is written into).
 
-    The text is built first (NaN/inf raise DhikError naming the JSON path, and
-    nothing is written), then written to a temporary file in the same
-    directory, fsync'ed and renamed over ``path``: a crash or error never leaves
-    a half file, and never a temporary file. numpy scalars and arrays are accepted.
+    Run before a long computation, so that a bad output fails before anything is written.
     """
     source = str(path)
-    text = _dumps(data, source, "", 0) + "\n"
     target = os.path.abspath(path)
+    if os.path.isdir(target):
+        fail(source, "", "cannot write: is a folder")
+    if os.path.exists(target) and not os.path.isfile(target):
+        if not os.access(target, os.W_OK):
+            fail(source, "", "cannot write: permission denied")
+        return
     directory = os.path.dirname(target)
+    if not os.path.isdir(directory):
+        fail(source, "", f"cannot write: no folder {directory}")
+    if not os.access(directory, os.W_OK | os.X_OK):
+        fail(source, "", f"cannot write: the folder {directory} is not writable")
+
+
+def atomic_write_text(path: str | os.PathLike, write: Callable[[TextIO], None]) -> None:
+    """Let ``write`` write UTF-8 text to ``path``, atomically.
+
+    The text goes to a temporary file in the same folder, is fsync'ed and renamed over
+    ``path``: an error, KeyboardInterrupt (the CLI turns SIGTERM into one) or crash never
+    leaves a half file, nor a temporary file. An existing ``path`` that is not a regular
+    file (a device such as /dev/null, a FIFO) is written into, never replaced.
+    """
+    source = str(path)
+    target = os.path.abspath(path)
     try:
-        mode = stat.S_IMODE(os.stat(target).st_mode)
+        info = os.stat(target)
     except OSError:
-        mode = _new_file_mode()
+        info = None
+    if info is not None and stat.S_ISDIR(info.st_mode):
+        fail(source, "", "cannot write: is a folder")
+    if info is not None and not stat.S_ISREG(info.st_mode):
+        try:
+            with open(target, "w", encoding="utf-8", newline="\n") as f:
+                write(f)
+        except OSError as exc:
+            fail(source, "", f"cannot write: {_reason(exc)}")
+        return
+    directory = os.path.dirname(target)
+    mode = stat.S_IMODE(info.st_mode) if info is not None else _new_file_mode()
     try:
         fd, tmp = tempfile.mkstemp(
             prefix=f".{os.path.basename(target)}.", suffix=".tmp", dir=directory
@@ -156,7 +218,7 @@ def atomic_write_json(path: str | os.PathLike, data: Any) -> None:
         fail(source, "", f"cannot write: {_reason(exc)}")
     try:
         with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as f:
-            f.write(text)
+            write(f)
             f.flush()
             os.fsync(f.fileno())
         os.chmod(tmp, mode)
@@ -180,6 +242,16 @@ def atomic_write_json(path: str | os.PathLike, data: Any) -> None:
             pass
         finally:
             os.close(dfd)
+
+
+def atomic_write_json(path: str | os.PathLike, data: Any) -> None:
+    """Write ``data`` as JSON (:func:`dumps_json`) to ``path`` atomically.
+
+    The text is built first (NaN/inf raise DhikError naming the JSON path, and nothing is
+    written), then written by :func:`atomic_write_text`.
+    """
+    text = dumps_json(data, str(path)) + "\n"
+    atomic_write_text(path, lambda f: f.write(text))
 
 
 # --------------------------------------------------------------------------- skeleton.json
