@@ -428,3 +428,41 @@ def test_cli_import_urdf_bad_input_leaves_the_old_file(tmp_path: Path, capsys) -
         "r.urdf", "skeleton.json"]
     code = main(["import-urdf", str(tmp_path / "missing.urdf"), "-o", str(out)])
     assert code == 2 and capsys.readouterr().err.count("\n") == 1
+
+
+def test_cli_panda_import_then_bake(tmp_path: Path, capsys) -> None:
+    """The user's path: import-urdf, targets.json from pinocchio's FK, dhik bake."""
+    import json
+
+    from dhik.app.cli import main
+    from scipy.spatial.transform import Rotation
+
+    pin = pytest.importorskip("pinocchio")
+    path = robots_dir() / ROBOTS["panda"]
+    skeleton = tmp_path / "skeleton.json"
+    assert main(["import-urdf", str(path), "-o", str(skeleton)]) == 0
+    model = pin.buildModelFromUrdf(str(path))
+    data = model.createData()
+    tcp = model.getFrameId("panda_hand_tcp", pin.BODY)
+    lo, hi = model.lowerPositionLimit, model.upperPositionLimit
+    keys = []
+    for frame in range(0, 61, 3):  # keyframes every 3rd frame, linear in between
+        q = lo + (hi - lo) * (0.5 + 0.3 * np.sin(2 * math.pi * frame / 60
+                                                 + np.arange(model.nq)))
+        pin.framesForwardKinematics(model, data, q)
+        m = data.oMf[tcp]
+        keys.append({"frame": frame, "pos": m.translation.tolist(),
+                     "euler": Rotation.from_matrix(m.rotation).as_euler("xyz", degrees=True)})
+    # unwrapped, so that the linear interpolation between keys takes the short way
+    eulers = np.unwrap([k["euler"] for k in keys], period=360.0, axis=0)
+    for k, e in zip(keys, eulers, strict=True):
+        k["euler"] = e.tolist()
+    (tmp_path / "targets.json").write_text(json.dumps(keys))
+    capsys.readouterr()
+    code = main(["bake", str(skeleton), str(tmp_path / "targets.json"), "-o",
+                 str(tmp_path / "animation.json"), "--effector", "panda_hand_tcp_joint",
+                 "--report", str(tmp_path / "report.json")])
+    out = capsys.readouterr().out
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert code == 0 and report["frames"] == 61
+    assert report["converged"] == 61 and "61/61 converged" in out, out
