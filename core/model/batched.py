@@ -1,0 +1,298 @@
+"""The batched kinematics model: FK and world Jacobians of B poses at once, in numpy.
+
+``BatchedModel`` is compiled once from a ``SkeletonDef`` (or a ``Skeleton``) and the
+effectors' names. Its coordinates are one row of ``n`` floats per pose, for the joints on
+the effectors' paths, parents first: a revolute angle (rad), a prismatic displacement
+(m), or a spherical joint's three intrinsic XYZ angles ``(a, b, c)`` with
+``R = Rx(a) Ry(b) Rz(c)`` relative to rest (rad), the convention of its virtual chain
+(DECISIONS.md) and of the robust method, so a spherical joint's limits are a box on
+those angles. Any root joint hangs below the fixed world frame. Frames: world; units:
+metres, radians. It implements ``solver.batched.BatchedKinematics``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from ..rotations import quat_to_euler_xyz, quat_to_matrix
+from ..solver.batched import PRISMATIC, REVOLUTE
+from .definition import SkeletonDef
+from .skeleton import Skeleton
+
+Array = NDArray[np.float64]
+
+_AXES = np.eye(3)
+
+
+def _skew(v: Array) -> Array:
+    x, y, z = v
+    return np.array([[0.0, -z, y], [z, 0.0, -x], [-y, x, 0.0]])
+
+
+def _rodrigues_parts(axis: Array) -> tuple[Array, Array, Array]:
+    """``(E0, EC, ES)`` with ``R(q) = E0 + cos(q) EC + sin(q) ES`` about the unit ``axis``."""
+    k = _skew(axis)
+    k2 = k @ k
+    return np.eye(3) + k2, -k2, k
+
+
+@dataclass(frozen=True)
+class _Step:
+    """One FK step: path joint ``i`` below ``parent`` (-1: world), of ``kind``."""
+
+    i: int
+    parent: int
+    kind: str  # "fixed", "revolute", "prismatic", "spherical"
+    offset: Array
+    col: int  # first coordinate column, -1 for fixed joints
+    axis: Array | None  # unit axis (revolute, prismatic)
+    rot: Array | None  # fixed rotation (fixed joints), None for identity
+
+
+class BatchedModel:
+    """FK and Jacobians for a (B, n) array of coordinates (module docstring).
+
+    Attributes: ``effectors`` (names), ``n`` columns, ``names`` (one per column: the joint
+    name, ``name.x``/``.y``/``.z`` for spherical angles), ``kinds`` (REVOLUTE or
+    PRISMATIC per column; spherical angles are REVOLUTE), ``lo``/``hi`` (limits per
+    column, +-inf when none).
+    """
+
+    def __init__(self, skeleton: Skeleton | SkeletonDef, effectors: list[str]) -> None:
+        defn = skeleton.defn if isinstance(skeleton, Skeleton) else skeleton
+        self.effectors = list(effectors)
+        by_name = {d.name: d for d in defn.joints}
+        on_path: set[str] = set()
+        for e in self.effectors:
+            if e not in by_name:
+                raise ValueError(f"no joint named {e!r} in the skeleton")
+            name: str | None = e
+            while name is not None:
+                on_path.add(name)
+                name = by_name[name].parent
+        order = [d for d in defn.joints if d.name in on_path]
+        index = {d.name: i for i, d in enumerate(order)}
+        self.joint_names = [d.name for d in order]
+        self._steps: list[_Step] = []
+        names: list[str] = []
+        kinds: list[int] = []
+        lo: list[float] = []
+        hi: list[float] = []
+        self._spherical: list[tuple[str, int]] = []  # (joint name, first column)
+        self._one_dof: list[tuple[str, int, int]] = []  # (joint name, column, kind)
+        for i, d in enumerate(order):
+            parent = -1 if d.parent is None else index[d.parent]
+            off = np.array(d.offset, dtype=float)
+            col = -1
+            axis = rot = None
+            if d.type in ("revolute", "prismatic"):
+                col = len(names)
+                axis = np.array(d.axis, dtype=float)
+                axis = axis / np.linalg.norm(axis)
+                names.append(d.name)
+                kind = REVOLUTE if d.type == "revolute" else PRISMATIC
+                kinds.append(kind)
+                lim = d.limits
+                lo.append(-math.inf if lim is None else float(lim[0]))  # type: ignore[arg-type]
+                hi.append(math.inf if lim is None else float(lim[1]))  # type: ignore[arg-type]
+                self._one_dof.append((d.name, col, kind))
+            elif d.type == "spherical":
+                col = len(names)
+                lims = d.limits or (None, None, None)
+                for k, lim in enumerate(lims):  # type: ignore[arg-type]
+                    names.append(f"{d.name}.{'xyz'[k]}")
+                    kinds.append(REVOLUTE)
+                    lo.append(-math.inf if lim is None else float(lim[0]))
+                    hi.append(math.inf if lim is None else float(lim[1]))
+                self._spherical.append((d.name, col))
+            elif d.quaternion is not None and tuple(d.quaternion) != (1.0, 0.0, 0.0, 0.0):
+                rot = quat_to_matrix(np.array(d.quaternion, dtype=float))
+            self._steps.append(_Step(i, parent, d.type, off, col, axis, rot))
+        self.names = names
+        self.n = len(names)
+        self.kinds = np.array(kinds, dtype=int)
+        self.lo = np.array(lo, dtype=float)
+        self.hi = np.array(hi, dtype=float)
+        self._eff = [index[e] for e in self.effectors]
+        # per effector: which columns move it (its path from the root)
+        self.paths = np.zeros((len(self.effectors), self.n), dtype=bool)
+        for k, e in enumerate(self.effectors):
+            name = e
+            while name is not None:
+                st = self._steps[index[name]]
+                if st.col >= 0:
+                    width = 3 if st.kind == "spherical" else 1
+                    self.paths[k, st.col:st.col + width] = True
+                name = by_name[name].parent
+        self._rev = _rodrigues_parts
+        self._parts = {st.i: _rodrigues_parts(st.axis) for st in self._steps
+                       if st.kind == "revolute" and st.axis is not None}
+        self._elem = [_rodrigues_parts(_AXES[k]) for k in range(3)]
+        self._prismatic = self.kinds == PRISMATIC
+        self._path_cols = [np.flatnonzero(p) for p in self.paths]
+        self._path_prism = [np.flatnonzero(p & self._prismatic) for p in self.paths]
+
+    # -- FK ------------------------------------------------------------------------------
+    def _forward(self, q: Array, columns: bool) -> tuple[Array, Array, Array | None,
+                                                         Array | None]:  # fmt: skip
+        """Batch-last FK of ``q`` (n, k): effector rotations (m, 3, 3, k) and positions
+        (m, 3, k), and (``columns``) each column's world axis and joint origin (n, 3, k)."""
+        k = q.shape[1]
+        rots: list[Array] = []
+        poss: list[Array] = []
+        axes = np.empty((self.n, 3, k)) if columns else None
+        origins = np.empty((self.n, 3, k)) if columns else None
+        ident = np.broadcast_to(np.eye(3)[:, :, None], (3, 3, k))
+        zero = np.zeros((3, k))
+        for st in self._steps:
+            rp = ident if st.parent < 0 else rots[st.parent]
+            pp = zero if st.parent < 0 else poss[st.parent]
+            p = pp
+            for j in range(3):
+                if st.offset[j] != 0.0:
+                    p = p + rp[:, j] * st.offset[j]
+            if st.kind == "fixed":
+                r = rp if st.rot is None else np.einsum("ijk,jl->ilk", rp, st.rot)
+            elif st.kind == "revolute":
+                c = st.col
+                if columns:
+                    axes[c] = self._axis_world(rp, st)  # type: ignore[index]
+                    origins[c] = p  # type: ignore[index]
+                r = self._turn(rp, st, q[c])
+            elif st.kind == "prismatic":
+                r = rp
+                w = self._axis_world(rp, st)
+                p = p + w * q[st.col]
+                if columns:
+                    axes[st.col] = w  # type: ignore[index]
+                    origins[st.col] = p  # type: ignore[index]
+            else:  # spherical: Rx(a) Ry(b) Rz(c)
+                r = rp
+                for j in range(3):
+                    c = st.col + j
+                    if columns:
+                        axes[c] = r[:, j]  # type: ignore[index]
+                        origins[c] = p  # type: ignore[index]
+                    r = _coordinate_turn(r, j, q[c])
+            rots.append(r)
+            poss.append(p)
+        rot = np.stack([np.broadcast_to(rots[i], (3, 3, k)) for i in self._eff])
+        pos = np.stack([np.broadcast_to(poss[i], (3, k)) for i in self._eff])
+        return rot, pos, axes, origins
+
+    @staticmethod
+    def _axis_world(rp: Array, st: _Step) -> Array:
+        """The joint's unit axis in the world (3, k)."""
+        assert st.axis is not None
+        out = None
+        for j in range(3):
+            if st.axis[j] != 0.0:
+                term = rp[:, j] * st.axis[j]
+                out = term if out is None else out + term
+        assert out is not None
+        return out
+
+    def _turn(self, rp: Array, st: _Step, v: Array) -> Array:
+        """``rp @ R_axis(v)`` for a revolute step (3, 3, k)."""
+        assert st.axis is not None
+        nz = np.flatnonzero(st.axis)
+        if nz.size == 1:
+            j = int(nz[0])
+            return _coordinate_turn(rp, j, v if st.axis[j] > 0 else -v)
+        e0, ec, es = self._parts[st.i]
+        local = e0[:, :, None] + ec[:, :, None] * np.cos(v) + es[:, :, None] * np.sin(v)
+        return np.einsum("ijk,jlk->ilk", rp, local)  # type: ignore[no-any-return]
+
+    def pose_t(self, q: Array) -> tuple[Array, Array]:
+        """Batch-last :meth:`pose`: ``q`` (n, k) -> (m, 3, 3, k), (m, 3, k)."""
+        rot, pos, _, _ = self._forward(q, False)
+        return rot, pos
+
+    def pose_jacobian_t(self, q: Array) -> tuple[Array, Array, Array]:
+        """Batch-last :meth:`pose_jacobian`: ``q`` (n, k) -> rotations (m, 3, 3, k),
+        positions (m, 3, k) and the Jacobian (m, 6, n, k)."""
+        rot, pos, axes, origins = self._forward(q, True)
+        assert axes is not None and origins is not None
+        k, m = q.shape[1], len(self._eff)
+        jac = np.zeros((m, 6, self.n, k))
+        for e in range(m):
+            cols = self._path_cols[e]
+            ax, d = axes[cols], pos[e][None] - origins[cols]  # (c, 3, k)
+            jac[e, 0, cols] = ax[:, 1] * d[:, 2] - ax[:, 2] * d[:, 1]
+            jac[e, 1, cols] = ax[:, 2] * d[:, 0] - ax[:, 0] * d[:, 2]
+            jac[e, 2, cols] = ax[:, 0] * d[:, 1] - ax[:, 1] * d[:, 0]
+            jac[e, 3:, cols] = ax  # mixed indexing: (c, 3, k)
+            sl = self._path_prism[e]
+            if sl.size:
+                jac[e, :3, sl] = axes[sl]
+                jac[e, 3:, sl] = 0.0
+        return rot, pos, jac
+
+    def pose(self, q: Array) -> tuple[Array, Array]:
+        """Effector world rotations (B, m, 3, 3) and positions (B, m, 3) (m) at ``q``
+        (B, n)."""
+        rot, pos = self.pose_t(np.ascontiguousarray(np.asarray(q, dtype=float).T))
+        return rot.transpose(3, 0, 1, 2), pos.transpose(2, 0, 1)
+
+    def pose_jacobian(self, q: Array) -> tuple[Array, Array, Array]:
+        """``pose(q)`` and the world Jacobian (B, m, 6, n): rows ``[linear (m/unit);
+        angular (rad/unit)]`` of each effector, zeros for columns off its path."""
+        rot, pos, jac = self.pose_jacobian_t(
+            np.ascontiguousarray(np.asarray(q, dtype=float).T))
+        return rot.transpose(3, 0, 1, 2), pos.transpose(2, 0, 1), jac.transpose(3, 0, 1, 2)
+
+    def transforms(self, q: Array) -> Array:
+        """Effector world 4x4 transforms (B, m, 4, 4) at ``q`` (B, n) (metres)."""
+        rot, pos = self.pose(q)
+        out = np.zeros((*rot.shape[:2], 4, 4))
+        out[..., :3, :3] = rot
+        out[..., :3, 3] = pos
+        out[..., 3, 3] = 1.0
+        return out
+
+    # -- coordinates <-> joint values --------------------------------------------------
+    def joint_values(self, q: Array) -> dict[str, dict[str, Any]]:
+        """SPEC 3.3 entries (radians, metres, ``[w, x, y, z]``) of the model's joints for
+        one coordinate row ``q`` (n,)."""
+        q = np.asarray(q, dtype=float)
+        out: dict[str, dict[str, Any]] = {}
+        for name, c, kind in self._one_dof:
+            if kind == PRISMATIC:
+                out[name] = {"type": "prismatic", "displacement": float(q[c])}
+            else:
+                out[name] = {"type": "revolute", "angle": float(q[c])}
+        for name, c in self._spherical:
+            quat = intrinsic_xyz_quat(float(q[c]), float(q[c + 1]), float(q[c + 2]))
+            out[name] = {"type": "spherical",
+                         "euler": [float(v) for v in quat_to_euler_xyz(np.array(quat))],
+                         "quaternion": list(quat)}
+        return out
+
+
+_MIX = {0: (1, 2), 1: (2, 0), 2: (0, 1)}  # columns a turn about X, Y, Z mixes
+
+
+def _coordinate_turn(rp: Array, axis: int, v: Array) -> Array:
+    """``rp @ R_axis(v)`` for a coordinate axis (0, 1, 2), batch-last (3, 3, k)."""
+    a, b = _MIX[axis]
+    c, s = np.cos(v), np.sin(v)
+    r = rp.copy()
+    ca, cb = rp[:, a], rp[:, b]
+    r[:, a] = ca * c + cb * s
+    r[:, b] = cb * c - ca * s
+    return r
+
+
+def intrinsic_xyz_quat(a: float, b: float, c: float) -> tuple[float, float, float, float]:
+    """The unit quaternion ``(w, x, y, z)`` of ``Rx(a) Ry(b) Rz(c)`` (rad)."""
+    ca, sa = math.cos(a / 2), math.sin(a / 2)
+    cb, sb = math.cos(b / 2), math.sin(b / 2)
+    cc, sc = math.cos(c / 2), math.sin(c / 2)
+    w, x, y, z = ca, sa, 0.0, 0.0  # qx
+    w, x, y, z = w * cb, x * cb, w * sb, x * sb  # qx * qy
+    return (w * cc - z * sc, x * cc + y * sc, y * cc - x * sc, z * cc + w * sc)

@@ -1,0 +1,400 @@
+"""Batched Levenberg-Marquardt: B independent IK problems in one set of numpy operations.
+
+Each row of a ``(B, n)`` coordinate array is one problem (a pose, a frame of a
+trajectory, a candidate track, a restart). Every iteration evaluates the errors and
+Jacobians of all active rows at once through a :class:`BatchedKinematics` model, takes a
+damped step per row, and keeps per-row damping, acceptance and convergence masks:
+
+- residual per effector: ``(p_t - p) * w_p / scale`` (m, divided by the chain's length
+  scale so metres compare with radians) and ``rotvec(R_t R^T) * w_r`` (rad), world frame;
+- damping adapts to the error (Chan), ``W = mult * (damping * E + floor)`` with
+  ``E = |e|^2 / 2``; a step that does not lower ``E`` is rejected and ``mult`` grows
+  tenfold, an accepted one halves it;
+- the step solves ``min |J s - e|^2 + W |s - d|^2`` (``d``: an optional pull toward a
+  reference configuration; as ``W -> 0`` its null-space part is what remains);
+- limits: a column whose step would leave its box goes to the limit and leaves the
+  problem, the rest is solved again for the error left (clamp and remove, as Blender's
+  Standard solver), so every iterate lies within the limits;
+- a row converges when every counted effector error is within the tolerances (m, rad)
+  and stalls when ``mult`` explodes or ``E`` stops falling; stalled rows of a cold solve
+  restart from random configurations within the limits, several per problem, as extra
+  rows of the next batch (``numpy.random.default_rng(seed)``: deterministic).
+
+Public API: :func:`solve_many` (independent targets); :func:`levenberg_marquardt` (the
+loop, from given starts, used by ``solver.tracks``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+Array = NDArray[np.float64]
+BoolArray = NDArray[np.bool_]
+
+REVOLUTE, PRISMATIC = 1, 2  # column kinds (a spherical joint's angles are REVOLUTE)
+
+
+class BatchedKinematics(Protocol):
+    """What the batched solver needs from a model (``model.batched.BatchedModel``)."""
+
+    n: int  # columns
+    effectors: list[str]
+    kinds: NDArray[np.int_]  # REVOLUTE or PRISMATIC per column
+    lo: Array  # limits per column (rad or m), +-inf when none
+    hi: Array
+
+    def pose_t(self, q: Array) -> tuple[Array, Array]:
+        """Batch last: ``q`` (n, k) -> effector world rotations (m, 3, 3, k) and
+        positions (m, 3, k) (m)."""
+        ...
+
+    def pose_jacobian_t(self, q: Array) -> tuple[Array, Array, Array]:
+        """``pose_t(q)`` and the world Jacobian (m, 6, n, k), rows ``[linear (m/unit);
+        angular (rad/unit)]``."""
+        ...
+
+
+@dataclass(frozen=True)
+class BatchOptions:
+    """Tolerances (m, rad), budgets and knobs of the batched LM."""
+
+    position_tolerance: float = 1e-5
+    orientation_tolerance: float = 1e-4
+    max_iterations: int = 100
+    damping: float = 0.1  # Chan: W = mult * (damping * E + floor)
+    damping_floor: float = 1e-9
+    restarts: int = 8  # rounds of random restarts of the unconverged problems
+    restart_rows: int = 4  # random starts per unconverged problem and round
+    restart_iterations: int = 40
+    stall_window: int = 10  # iterations over which E must fall below stall_ratio of itself
+    stall_ratio: float = 0.5
+    seed: int = 0
+    scaled_columns: bool = True  # steps in units of each column's half range
+
+
+@dataclass
+class BatchResult:
+    """Per row: coordinates (B, n), converged (B,), iterations (B,), and each effector's
+    position (m) and orientation (rad) error (B, m)."""
+
+    q: Array
+    converged: BoolArray
+    iterations: NDArray[np.int_]
+    position_error: Array
+    orientation_error: Array
+
+
+def rotvec(e: Array) -> Array:
+    """Rotation vectors (3, ...) (rad) of rotation matrices ``e`` (3, 3, ...), batch last."""
+    s = 0.5 * np.stack((e[2, 1] - e[1, 2], e[0, 2] - e[2, 0], e[1, 0] - e[0, 1]))
+    c = np.clip(0.5 * (e[0, 0] + e[1, 1] + e[2, 2] - 1.0), -1.0, 1.0)
+    sn = np.sqrt(s[0] * s[0] + s[1] * s[1] + s[2] * s[2])
+    theta = np.arctan2(sn, c)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        f = np.where(sn > 1e-12, theta / sn, 1.0 + theta * theta / 6.0)
+    out = s * f
+    far = c < -0.9  # near a half turn: the axis from the symmetric part
+    if np.any(far):
+        ef = np.moveaxis(e[:, :, far], -1, 0)  # (j, 3, 3)
+        cf = c[far]
+        sym = 0.5 * (ef + np.swapaxes(ef, -1, -2)) - cf[:, None, None] * np.eye(3)
+        diag = np.einsum("kii->ki", sym)
+        j = np.argmax(diag, axis=1)
+        col = sym[np.arange(len(j)), :, j]
+        u = col / np.linalg.norm(col, axis=1, keepdims=True)
+        sf = np.moveaxis(s[:, far], 0, -1)
+        sign = np.where(np.einsum("ki,ki->k", u, sf) < 0.0, -1.0, 1.0)
+        out[:, far] = (u * (sign * theta[far])[:, None]).T
+    return out  # type: ignore[no-any-return]
+
+
+class _Problem:
+    """Targets (batch last), weights and tolerances of B problems on one model."""
+
+    def __init__(self, model: BatchedKinematics, targets: ArrayLike,
+                 weights: Sequence[tuple[float, float]] | None,
+                 options: BatchOptions) -> None:  # fmt: skip
+        self.model = model
+        t = np.asarray(targets, dtype=float)
+        m = len(model.effectors)
+        if t.ndim == 3:
+            t = t[:, None]
+        if t.ndim != 4 or t.shape[1:] != (m, 4, 4):
+            raise ValueError(f"targets must have shape (B, {m}, 4, 4), got {t.shape}")
+        self.count = len(t)
+        self.t_rot = np.ascontiguousarray(t[:, :, :3, :3].transpose(1, 2, 3, 0))  # (m,3,3,B)
+        self.t_pos = np.ascontiguousarray(t[:, :, :3, 3].transpose(1, 2, 0))  # (m, 3, B)
+        w = [(1.0, 1.0)] * m if weights is None else [(float(a), float(b)) for a, b in weights]
+        if len(w) != m or any(not (x >= 0.0 and math.isfinite(x)) for p in w for x in p):
+            raise ValueError(f"need {m} pairs of finite weights >= 0")
+        self.options = options
+        self.scale = length_scale(model)
+        self.wp = np.array([a for a, _ in w])
+        self.wr = np.array([b for _, b in w])
+        rows = np.repeat(np.stack([self.wp / self.scale, self.wr], axis=1), 3, axis=1)
+        self.row_w = rows.reshape(-1)  # (6m,)
+        self.count_p = self.wp > 0.0
+        self.count_r = self.wr > 0.0
+        half = 0.5 * (model.hi - model.lo)
+        finite = np.isfinite(half) & options.scaled_columns
+        self.col_scale = np.clip(np.where(finite, half, 1.0), 1e-3, 1e3)  # (n,)
+
+    def residual(self, idx: Array, rot: Array, pos: Array) -> tuple[Array, Array, Array]:
+        """Weighted residual (6m, k) and per-effector errors (m, k) (m), (m, k) (rad)
+        of problems ``idx`` at effector poses ``rot`` (m, 3, 3, k), ``pos`` (m, 3, k)."""
+        dp = self.t_pos[..., idx] - pos  # (m, 3, k)
+        tr = self.t_rot[..., idx]
+        err = np.einsum("milk,mjlk->ijmk", tr, rot)  # R_t R^T, (3, 3, m, k)
+        dr = rotvec(err).transpose(1, 0, 2)  # (m, 3, k)
+        pe = np.sqrt(np.einsum("mik,mik->mk", dp, dp))
+        re = np.sqrt(np.einsum("mik,mik->mk", dr, dr))
+        e = np.concatenate((dp, dr), axis=1).reshape(-1, dp.shape[-1]) * self.row_w[:, None]
+        return e, pe, re
+
+    def converged(self, pe: Array, re: Array) -> BoolArray:
+        """Per row: every counted error within its tolerance (``pe``, ``re`` (m, k))."""
+        o = self.options
+        ok_p = (pe < o.position_tolerance) | ~self.count_p[:, None]
+        ok_r = (re < o.orientation_tolerance) | ~self.count_r[:, None]
+        return np.all(ok_p & ok_r, axis=0)  # type: ignore[no-any-return]
+
+
+def length_scale(model: BatchedKinematics) -> float:
+    """The largest linear Jacobian column at the T-pose clipped into the limits (m)."""
+    q0 = np.clip(np.zeros(model.n), model.lo, model.hi)[:, None]
+    _, _, jac = model.pose_jacobian_t(q0)
+    if jac.size == 0:
+        return 1.0
+    longest = float(np.max(np.linalg.norm(jac[:, :3, :, 0], axis=1)))
+    return longest if longest > 1e-6 else 1.0
+
+
+def bounded_step(jac: Array, e: Array, x: Array, lo: Array, hi: Array, w: Array,
+                 d: Array | None = None) -> Array:  # fmt: skip
+    """Per row ``argmin |J s - e|^2 + w |s - d|^2`` with ``lo <= x + s <= hi`` kept by
+    clamping and removing columns; batch last: ``jac`` (r, n, k), ``e`` (r, k), ``x``
+    (n, k), ``lo``/``hi`` (n,), ``w`` (k,), ``d`` (n, k) or None (no pull) -> (n, k)."""
+    r, n, k = jac.shape
+    lo_, hi_ = lo[:, None], hi[:, None]
+    step = _damped(jac, e, w, d)
+    v = x + step
+    viol = (v < lo_) | (v > hi_)
+    rows = np.flatnonzero(viol.any(axis=0))
+    if rows.size == 0:
+        return step
+    free = np.ones((n, rows.size), dtype=bool)
+    fixed = np.zeros((n, rows.size))
+    xs, js, es = x[:, rows], jac[..., rows], e[:, rows]
+    ws = w[rows]
+    ds = None if d is None else d[:, rows]
+    sub_v, sub_viol = v[:, rows], viol[:, rows]
+    for _ in range(n):
+        fixed = np.where(sub_viol, np.clip(sub_v, lo_, hi_) - xs, fixed)
+        free &= ~sub_viol
+        jf = js * free
+        rest = es - np.einsum("rnk,nk->rk", js, fixed)
+        s = _damped(jf, rest, ws, None if ds is None else ds * free)
+        s = np.where(free, s, fixed)
+        sub_v = xs + s
+        sub_viol = free & ((sub_v < lo_) | (sub_v > hi_))
+        if not sub_viol.any():
+            break
+    step[:, rows] = np.clip(sub_v, lo_, hi_) - xs
+    return step
+
+
+def _damped(jac: Array, e: Array, w: Array, d: Array | None) -> Array:
+    """``argmin |J s - e|^2 + w |s - d|^2`` per row, batch last (``jac`` (r, n, k));
+    where a column of ``J`` is zero, ``s = d`` there (callers zero ``d`` there)."""
+    r, n, k = jac.shape
+    if d is not None:
+        e = e - np.einsum("rnk,nk->rk", jac, d)
+    if n >= r:
+        a = np.einsum("rnk,snk->rsk", jac, jac)
+        a[np.arange(r), np.arange(r)] += w
+        s = np.einsum("rnk,rk->nk", jac, spd_solve(a, e))
+    else:
+        a = np.einsum("rnk,rpk->npk", jac, jac)
+        a[np.arange(n), np.arange(n)] += w
+        s = spd_solve(a, np.einsum("rnk,rk->nk", jac, e))
+    return s if d is None else s + d
+
+
+def spd_solve(a: Array, b: Array) -> Array:
+    """``x`` with ``a x = b`` for symmetric positive definite ``a`` (r, r, k), ``b``
+    (r, k), batch last: a Cholesky factorisation vectorised over the batch (a pivot
+    that is not positive is replaced by a tiny one: the damping keeps it rare)."""
+    r = a.shape[0]
+    low: list[list[Array]] = [[] for _ in range(r)]
+    tiny = 1e-300
+    for i in range(r):
+        for j in range(i + 1):
+            acc = a[i, j]
+            for t in range(j):
+                acc = acc - low[i][t] * low[j][t]
+            if i == j:
+                low[i].append(np.sqrt(np.maximum(acc, tiny)))
+            else:
+                low[i].append(acc / low[j][j])
+    y: list[Array] = []
+    for i in range(r):
+        acc = b[i]
+        for t in range(i):
+            acc = acc - low[i][t] * y[t]
+        y.append(acc / low[i][i])
+    x: list[Array] = [y[0]] * r
+    for i in range(r - 1, -1, -1):
+        acc = y[i]
+        for t in range(i + 1, r):
+            acc = acc - low[t][i] * x[t]
+        x[i] = acc / low[i][i]
+    return np.stack(x)
+
+
+def levenberg_marquardt(model: BatchedKinematics, problem: _Problem, q0: Array,
+                        budget: int, rows: Array | None = None, pull: Array | None = None,
+                        pull_gain: float = 1.0) -> BatchResult:  # fmt: skip
+    """Run the batched LM from ``q0`` (k, n) for problems ``rows`` (default all, in
+    order), at most ``budget`` iterations per row. ``pull`` (k, n): a reference the
+    step is damped toward (its null-space part survives), ``pull_gain`` of the way."""
+    opts = problem.options
+    lo, hi = model.lo, model.hi
+    q = np.ascontiguousarray(np.clip(np.asarray(q0, dtype=float), lo, hi).T)  # (n, k)
+    k = q.shape[1]
+    idx = np.arange(k) if rows is None else np.asarray(rows)
+    pl = None if pull is None else np.ascontiguousarray(np.asarray(pull, dtype=float).T)
+    nr = len(problem.row_w)
+    roww = problem.row_w[:, None, None]
+    cs = problem.col_scale[:, None]
+    cs3 = problem.col_scale[None, :, None]
+    lo_s, hi_s = lo / problem.col_scale, hi / problem.col_scale
+    rot, pos, jac = model.pose_jacobian_t(q)
+    e, pe, re = problem.residual(idx, rot, pos)
+    weighted = jac.reshape(nr, model.n, k) * roww
+    energy = 0.5 * np.einsum("rk,rk->k", e, e)
+    conv = problem.converged(pe, re)
+    iters = np.zeros(k, dtype=int)
+    mult = np.ones(k)
+    window = max(opts.stall_window, 1)
+    hist = np.repeat(energy[None], window, axis=0)
+    dead = np.zeros(k, dtype=bool)
+    for it in range(budget):
+        act = np.flatnonzero(~conv & ~dead)
+        if act.size == 0:
+            break
+        every = act.size == k
+        sel = slice(None) if every else act
+        qa = q[:, sel]
+        wd = mult[sel] * (opts.damping * energy[sel] + opts.damping_floor)
+        # the pull shrinks as the damping grows: a rejected step must get shorter
+        d = None if pl is None else (pl[:, sel] - qa) * (pull_gain / np.maximum(mult[sel], 1.0))
+        # in units of each column's half range: damping and pulls weigh joints alike
+        step = bounded_step(weighted[..., sel] * cs3, e[:, sel], qa / cs, lo_s, hi_s, wd,
+                            None if d is None else d / cs) * cs
+        qt = np.clip(qa + step, lo[:, None], hi[:, None])
+        rot, pos, jt = model.pose_jacobian_t(qt)
+        et, pet, ret = problem.residual(idx[sel], rot, pos)
+        en = 0.5 * np.einsum("rk,rk->k", et, et)
+        ct = problem.converged(pet, ret)
+        ok = (en < energy[sel]) | ct
+        acc = act[ok]
+        q[:, acc] = qt[:, ok]
+        e[:, acc] = et[:, ok]
+        energy[acc] = en[ok]
+        pe[:, acc], re[:, acc] = pet[:, ok], ret[:, ok]
+        weighted[..., acc] = jt.reshape(nr, model.n, -1)[..., ok] * roww
+        conv[acc] = ct[ok]
+        iters[act] += 1
+        mult[act] = np.where(ok, np.maximum(mult[act] * 0.5, 1e-6), mult[act] * 10.0)
+        slot = it % window
+        if it >= window:
+            dead[act] |= energy[act] > opts.stall_ratio * hist[slot, act]
+        hist[slot, act] = energy[act]
+        dead |= mult > 1e8
+        dead &= ~conv
+    return BatchResult(np.ascontiguousarray(q.T), conv, iters, np.ascontiguousarray(pe.T),
+                       np.ascontiguousarray(re.T))
+
+
+def random_starts(model: BatchedKinematics, count: int, rng: np.random.Generator,
+                  scale: float = 1.0) -> Array:  # fmt: skip
+    """``count`` random configurations (count, n) within the limits: uniform in a finite
+    box, else within +-pi (rad) or +-scale (m) of zero, clipped."""
+    lo, hi = model.lo, model.hi
+    prism = model.kinds == PRISMATIC
+    half = np.where(prism, scale, math.pi)
+    a = np.where(np.isfinite(lo), lo, np.where(np.isfinite(hi), np.minimum(hi, 0.0) - half, -half))
+    b = np.where(np.isfinite(hi), hi, np.where(np.isfinite(lo), np.maximum(lo, 0.0) + half, half))
+    span = np.minimum(b - a, 4.0 * half)  # huge boxes: a window, not the whole range
+    a = np.where(b - a > span, np.clip(0.0, a, b) - span / 2, a)
+    a = np.maximum(a, lo)
+    b = np.minimum(a + span, hi)
+    u = rng.random((count, model.n))
+    return np.clip(a + u * (b - a), lo, hi)  # type: ignore[no-any-return]
+
+
+def cold_start(model: BatchedKinematics) -> Array:
+    """Where a cold solve starts (n,): the T-pose clipped into the limits, with hinges of
+    finite range moved 20 % of the way from mid-range to the upper limit (the T-pose is
+    singular for many chains; sliders stay at the T-pose: a wide slider range says
+    nothing about where the target is)."""
+    lo, hi = model.lo, model.hi
+    zero = np.clip(np.zeros(model.n), lo, hi)
+    finite = np.isfinite(lo) & np.isfinite(hi) & (model.kinds == REVOLUTE)
+    mid = np.where(finite, 0.5 * (lo + hi), 0.0)
+    return np.where(finite, mid + 0.2 * (hi - mid), zero)  # type: ignore[no-any-return]
+
+
+def solve_many(model: BatchedKinematics, targets: ArrayLike,
+               weights: Sequence[tuple[float, float]] | None = None,
+               options: BatchOptions | None = None, q0: ArrayLike | None = None
+               ) -> BatchResult:  # fmt: skip
+    """Solve B independent problems: ``targets`` (B, m, 4, 4) world transforms (metres),
+    one per effector and problem; from ``q0`` (B, n) or :func:`cold_start`.
+
+    Problems that do not converge restart from random configurations within the limits
+    (``options.restart_rows`` per problem and round, ``options.restarts`` rounds), as
+    extra rows of one batch; each keeps its best answer (converged first, then the
+    smallest weighted error). Deterministic for a given ``options.seed``.
+    """
+    opts = options or BatchOptions()
+    problem = _Problem(model, targets, weights, opts)
+    b = problem.count
+    start = np.broadcast_to(cold_start(model), (b, model.n)) if q0 is None else \
+        np.asarray(q0, dtype=float).reshape(b, model.n)
+    res = levenberg_marquardt(model, problem, start, opts.max_iterations)
+    rng = np.random.default_rng(opts.seed)
+    best_err = _badness(problem, res.position_error, res.orientation_error)
+    for _ in range(opts.restarts):
+        todo = np.flatnonzero(~res.converged)
+        if todo.size == 0:
+            break
+        rows = np.repeat(todo, opts.restart_rows)
+        starts = random_starts(model, rows.size, rng, problem.scale)
+        sub = levenberg_marquardt(model, problem, starts, opts.restart_iterations, rows=rows)
+        bad = _badness(problem, sub.position_error, sub.orientation_error)
+        bad = np.where(sub.converged, -1.0, bad)
+        for j in np.argsort(bad, kind="stable")[::-1]:  # best last: it wins the write
+            p = rows[j]
+            if bad[j] < best_err[p]:
+                best_err[p] = bad[j]
+                res.q[p] = sub.q[j]
+                res.converged[p] = sub.converged[j]
+                res.position_error[p] = sub.position_error[j]
+                res.orientation_error[p] = sub.orientation_error[j]
+            res.iterations[p] += sub.iterations[j]
+    return res
+
+
+def _badness(problem: _Problem, pe: Array, re: Array) -> Array:
+    """Per row: the largest counted error over its tolerance (below 1: converged)."""
+    o = problem.options
+    bp = np.where(problem.count_p, pe / o.position_tolerance, 0.0)  # pe, re: (B, m)
+    br = np.where(problem.count_r, re / o.orientation_tolerance, 0.0)
+    return np.maximum(bp.max(axis=1, initial=0.0), br.max(axis=1, initial=0.0))
