@@ -27,8 +27,9 @@ $(BPYVENV)/.ok: pyproject.toml
 lint: $(VENV)/.ok
 	$(VENV)/bin/ruff check .
 
+# (and the add-on's bpy-free key module, loaded by path: tests/addon/conftest.py BPY_FREE)
 test-core: $(VENV)/.ok
-	$(VENV)/bin/python -m pytest tests/core
+	$(VENV)/bin/python -m pytest tests/core tests/addon/test_key_curves.py
 
 # Add-on tests in real Blender, and the core tests again on Blender's numpy 1.26.
 test-addon: $(BPYVENV)/.ok

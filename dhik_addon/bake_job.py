@@ -6,8 +6,9 @@ chosen method.
 
 ``prepare`` reads Blender but changes nothing except the current frame, which it
 restores; ``solve`` touches no Blender data, so it may run in a worker thread;
-``apply`` writes animation.json first and only then keys the armature, so a failure
-anywhere leaves the scene as it was.
+``apply`` plans every key first (bake_keys: rotation modes, frame step, key reduction),
+writes animation.json, and only then keys the armature (its current action or a new
+one, ``scene.dhik.bake_action``), so a failure anywhere leaves the scene as it was.
 """
 
 from __future__ import annotations
@@ -17,22 +18,29 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import bpy
-import numpy as np
 
 from ..core.app.bake import BakeResult, EffectorTrack, simulate, summary_line
 from ..core.app.formats import save_animation
 from ..core.errors import DhikError
 from ..core.model.skeleton import Skeleton
 from ..core.solver.settings import SolverSettings
-from . import keying
-from .access import pose_of, scene_of
+from .access import scene_of
 from .armature_read import joint_maps, read_skeleton
-from .joint_map import JointMap, align_signs
+from .bake_keys import (
+    KeyPlan,
+    check_current_action,
+    check_effector_moves,
+    plan_keys,
+    solved_joints,
+    write_current,
+    write_new,
+)
+from .joint_map import JointMap
 from .props import DHIK_PG_settings, settings
+from .safety import check_applied_scale, require_in_scene
 from .targets import armature_space_tracks
 
 MARKER_NAME = "dhik: not converged"
-BAKE_TAG = "dhik_bake"  # custom property marking actions written by a bake
 
 
 class BakeCancelled(Exception):
@@ -51,6 +59,10 @@ class BakeJob:
     warm_start: bool  # False: every frame starts from the T-pose (cold start)
     settings: SolverSettings
     animation_path: str
+    solved: list[str]  # joints whose bones are keyed (moving joints on the effectors' chains)
+    bake_action: str  # "CURRENT" or "NEW"
+    frame_step: int  # key every n-th frame (and the last one)
+    key_reduction: float  # largest joint error (rad or m) allowed when keys are dropped
 
     @property
     def frame_count(self) -> int:
@@ -66,6 +78,9 @@ class BakeJob:
             raise DhikError.at("DHIK", "armature", "choose an armature to bake")
         if target is None:
             raise DhikError.at("DHIK", "target", "choose a target object")
+        scene = scene_of(context)
+        require_in_scene(scene, ob, "armature")
+        require_in_scene(scene, target, "target")
         if target is ob:
             raise DhikError.at("DHIK", "target", "the target cannot be the armature itself")
         start, end = s.frame_range(scene_of(context))
@@ -82,7 +97,16 @@ class BakeJob:
             raise DhikError.at("DHIK", "effector", f"{ob.name!r} has {len(leaves)} leaf bones "
                                f"({', '.join(leaves)}): choose the effector")
         main = effector or leaves[0]
+        check_effector_moves(defn, main, "DHIK", "effector")
         rows = _extra_rows(s, ob, skeleton, main)
+        for i, row in enumerate(rows):
+            require_in_scene(scene, row[1], f"effectors[{i}].target")
+            check_effector_moves(defn, row[0], "DHIK", f"effectors[{i}]")
+        if s.bake_action == "CURRENT":
+            check_current_action(ob)
+        check_applied_scale(ob, defn)
+        maps = joint_maps(ob, defn)
+        solved = solved_joints(defn, [main] + [r[0] for r in rows])
         path = bpy.path.abspath(s.animation_path) if s.animation_path else ""
         objects = [target] + [r[1] for r in rows]
         per_target = armature_space_tracks(context, objects, ob, range(start, end + 1))
@@ -90,8 +114,9 @@ class BakeJob:
             EffectorTrack(name, frames, pos, rot)
             for (name, _ob, pos, rot), frames in zip(rows, per_target[1:], strict=True)
         ]
-        return cls(ob, skeleton, joint_maps(ob, defn), tracks, s.method, not s.cold_start,
-                   s.solver_settings(), path)
+        return cls(ob, skeleton, maps, tracks, s.method, not s.cold_start,
+                   s.solver_settings(), path, solved, s.bake_action, s.frame_step,
+                   s.key_reduction)
 
     def solve(self, progress: Callable[[int, int], None] | None = None) -> BakeResult:
         """Run the core's bake (warm-started frame to frame unless cold); no Blender data
@@ -99,13 +124,20 @@ class BakeJob:
         return simulate(self.skeleton, self.tracks, None, self.settings, self.warm_start,
                         progress, method=self.method)
 
-    def apply(self, context: bpy.types.Context, result: BakeResult) -> None:
-        """Write animation.json (if asked), key the pose bones, mark unconverged frames."""
+    def apply(self, context: bpy.types.Context, result: BakeResult) -> KeyPlan:
+        """Plan the keys, write animation.json (if asked), key the bones, mark unconverged
+        frames; the key plan. Anything that can fail runs before Blender data changes."""
+        plan = plan_keys(self.armature, self.maps, result.frames, self.solved,
+                         self.frame_step, self.key_reduction)
         if self.animation_path:
             save_animation(result.frames, self.animation_path)
-        key_pose(self.armature, self.maps, result.frames)
+        if self.bake_action == "NEW":
+            write_new(self.armature, plan)
+        else:
+            write_current(self.armature, plan)
         scene = scene_of(context)
-        for m in [m for m in scene.timeline_markers if m.name == MARKER_NAME]:
+        for m in [m for m in scene.timeline_markers if m.name == MARKER_NAME
+                  and (self.bake_action == "NEW" or plan.start <= m.frame <= plan.end)]:
             scene.timeline_markers.remove(m)
         for r in result.records:
             if not r.converged:
@@ -120,6 +152,9 @@ class BakeJob:
         )
         s.result_summary = summary_line(result)
         s.result_method = result.method
+        s.result_keys = plan.key_count
+        s.result_key_error = plan.max_error
+        return plan
 
 
 def _extra_rows(
@@ -151,37 +186,6 @@ def _extra_rows(
             raise DhikError.at("DHIK", where, "weights other than 1 need the Robust method")
         rows.append((row.bone, row.target, *weights))
     return rows
-
-
-def key_pose(ob: bpy.types.Object, maps: dict[str, JointMap], frames: list[dict]) -> None:
-    """Key every moving joint's bone channel at every frame (new action, LINEAR).
-
-    Every pose bone's own channels are reset to rest first, so bones without keys
-    (fixed joints) sit exactly at their rest pose. A replaced action that is not an
-    earlier dhik bake gets a fake user, so saving the file does not drop it.
-    """
-    previous = ob.animation_data.action if ob.animation_data else None
-    if previous is not None and not previous.get(BAKE_TAG):
-        previous.use_fake_user = True
-    bones = pose_of(ob).bones
-    for pb in bones:
-        pb.location = (0.0, 0.0, 0.0)
-        pb.rotation_quaternion = (1.0, 0.0, 0.0, 0.0)
-        pb.rotation_euler = (0.0, 0.0, 0.0)
-        pb.rotation_axis_angle = (0.0, 0.0, 1.0, 0.0)
-        pb.scale = (1.0, 1.0, 1.0)
-    action, cb = keying.new_action(ob, f"{ob.name}_dhik_bake")
-    action[BAKE_TAG] = True
-    numbers = [fr["frame"] for fr in frames]
-    for name, jm in maps.items():
-        if jm.channel is None:
-            continue
-        values = np.array([jm.channel_value(fr["joints"][name]) for fr in frames])
-        if jm.channel == "rotation_quaternion":
-            values = align_signs(values)
-            bones[name].rotation_mode = "QUATERNION"
-        path = bones[name].path_from_id(jm.channel)
-        keying.write_vector(cb, path, numbers, values, name)
 
 
 class BakeThread:

@@ -17,6 +17,7 @@ from ..core.errors import DhikError
 from .access import window_manager
 from .bake_job import BakeJob, BakeThread
 from .props import settings
+from .safety import bake_unavailable
 
 if TYPE_CHECKING:
     from .access import OperatorResult
@@ -36,13 +37,10 @@ class DHIK_OT_bake(bpy.types.Operator):
 
     @classmethod
     def poll(cls, context: bpy.types.Context) -> bool:
-        if context.scene is None:
-            return False
-        s = settings(context)
-        return (
-            s.armature is not None and s.target is not None
-            and context.mode in ("OBJECT", "POSE")
-        )
+        problem = bake_unavailable(context)
+        if problem is not None:
+            cls.poll_message_set(problem)
+        return problem is None
 
     def _finish(
         self, context: bpy.types.Context, job: BakeJob, result: BakeResult
@@ -55,7 +53,9 @@ class DHIK_OT_bake(bpy.types.Operator):
         level: Literal["INFO", "WARNING"] = (
             "INFO" if result.converged_count == len(result.records) else "WARNING"
         )
-        self.report({level}, settings(context).result_summary)
+        s = settings(context)
+        self.report({level}, f"{s.result_summary}; {s.result_keys} keys on "
+                    f"{len(job.solved)} bones (largest key error {s.result_key_error:.3g})")
         return {"FINISHED"}
 
     def execute(self, context: bpy.types.Context) -> OperatorResult:

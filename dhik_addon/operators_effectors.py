@@ -21,7 +21,10 @@ class DHIK_OT_effector_add(bpy.types.Operator):
 
     @classmethod
     def poll(cls, context: bpy.types.Context) -> bool:
-        return context.scene is not None
+        if context.scene is None:
+            cls.poll_message_set("No scene")
+            return False
+        return True
 
     def execute(self, context: bpy.types.Context) -> OperatorResult:
         s = settings(context)
@@ -40,9 +43,13 @@ class DHIK_OT_effector_remove(bpy.types.Operator):
     @classmethod
     def poll(cls, context: bpy.types.Context) -> bool:
         if context.scene is None:
+            cls.poll_message_set("No scene")
             return False
         s = settings(context)
-        return 0 <= s.effector_index < len(s.effectors)
+        if not 0 <= s.effector_index < len(s.effectors):
+            cls.poll_message_set("No extra effector row is selected")
+            return False
+        return True
 
     def execute(self, context: bpy.types.Context) -> OperatorResult:
         s = settings(context)

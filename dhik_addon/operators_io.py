@@ -14,12 +14,13 @@ from bpy.props import BoolProperty, StringProperty
 from bpy_extras.io_utils import ExportHelper, ImportHelper
 
 from ..core.app.formats import (
-    load_skeleton,
-    load_targets,
+    parse_skeleton,
+    parse_targets,
     save_animation,
     save_skeleton,
     save_targets,
 )
+from ..core.app.jsonio import load_json
 from ..core.app.urdf import load_urdf
 from ..core.errors import DhikError
 from . import keying
@@ -28,6 +29,12 @@ from .animation import read_animation
 from .armature_build import create_armature
 from .armature_read import read_skeleton
 from .props import active_armature, active_target, settings
+from .safety import (
+    check_targets_for_blender,
+    import_unavailable,
+    object_unavailable,
+    require_kind,
+)
 from .targets import create_target_empty, world_keyframes
 
 if TYPE_CHECKING:
@@ -48,7 +55,10 @@ class _JsonImport(ImportHelper):
 
     @classmethod
     def poll(cls, context: bpy.types.Context) -> bool:
-        return context.scene is not None and context.mode == "OBJECT"
+        problem = import_unavailable(context)
+        if problem is not None:
+            cls.poll_message_set(problem)
+        return problem is None
 
 
 class _JsonExport(ExportHelper):
@@ -74,7 +84,9 @@ class DHIK_OT_import_skeleton(bpy.types.Operator, _JsonImport):
 
     def execute(self, context: bpy.types.Context) -> OperatorResult:
         try:
-            defn = load_skeleton(self.filepath)
+            data = load_json(self.filepath)
+            require_kind(data, self.filepath, "skeleton")
+            defn = parse_skeleton(data, self.filepath)
             ob = create_armature(context, defn, _scene_name(self.filepath, "skeleton"),
                                  self.filepath)
         except DhikError as err:
@@ -129,7 +141,10 @@ class DHIK_OT_export_skeleton(bpy.types.Operator, _JsonExport):
 
     @classmethod
     def poll(cls, context: bpy.types.Context) -> bool:
-        return active_armature(context) is not None
+        problem = object_unavailable(context, active_armature(context), "armature")
+        if problem is not None:
+            cls.poll_message_set(problem)
+        return problem is None
 
     def execute(self, context: bpy.types.Context) -> OperatorResult:
         ob = active_armature(context)
@@ -157,12 +172,24 @@ class DHIK_OT_import_targets(bpy.types.Operator, _JsonImport):
 
     def execute(self, context: bpy.types.Context) -> OperatorResult:
         try:
-            keyframes = load_targets(self.filepath)
+            data = load_json(self.filepath)
+            require_kind(data, self.filepath, "targets")
+            keyframes = parse_targets(data, self.filepath)
+            check_targets_for_blender(data, self.filepath)
         except DhikError as err:
             self.report({"ERROR"}, str(err))
             return {"CANCELLED"}
         name = f"{_scene_name(self.filepath, 'targets')}_target"
-        ob = create_target_empty(context, keyframes, name)
+        objects = {o.as_pointer() for o in bpy.data.objects}
+        actions = {a.as_pointer() for a in bpy.data.actions}
+        try:
+            ob = create_target_empty(context, keyframes, name)
+        except Exception:  # nothing half-made stays behind
+            for a in [a for a in bpy.data.actions if a.as_pointer() not in actions]:
+                bpy.data.actions.remove(a)
+            for o in [o for o in bpy.data.objects if o.as_pointer() not in objects]:
+                bpy.data.objects.remove(o)
+            raise
         settings(context).target = ob
         if self.set_frame_range:
             scene = scene_of(context)
@@ -187,7 +214,10 @@ class DHIK_OT_export_targets(bpy.types.Operator, _JsonExport):
 
     @classmethod
     def poll(cls, context: bpy.types.Context) -> bool:
-        return active_target(context) is not None
+        problem = object_unavailable(context, active_target(context), "target object")
+        if problem is not None:
+            cls.poll_message_set(problem)
+        return problem is None
 
     def execute(self, context: bpy.types.Context) -> OperatorResult:
         ob = active_target(context)
@@ -219,7 +249,10 @@ class DHIK_OT_export_animation(bpy.types.Operator, _JsonExport):
 
     @classmethod
     def poll(cls, context: bpy.types.Context) -> bool:
-        return active_armature(context) is not None
+        problem = object_unavailable(context, active_armature(context), "armature")
+        if problem is not None:
+            cls.poll_message_set(problem)
+        return problem is None
 
     def execute(self, context: bpy.types.Context) -> OperatorResult:
         ob = active_armature(context)

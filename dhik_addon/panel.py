@@ -41,6 +41,10 @@ class DHIK_PT_panel(bpy.types.Panel):
             row.prop(s, "frame_start")
             row.prop(s, "frame_end")
         col.prop(s, "animation_path")
+        col.label(text="Bake Into:")
+        col.row().prop(s, "bake_action", expand=True)
+        col.prop(s, "frame_step")
+        col.prop(s, "key_reduction")
         layout.operator("dhik.bake", icon="RENDER_ANIMATION")
 
         if s.has_result:
@@ -52,6 +56,7 @@ class DHIK_PT_panel(bpy.types.Panel):
                       icon="CHECKMARK" if s.result_converged == s.result_frames else "ERROR")
             box.label(text=f"Max position error: {s.result_max_position_error:.3g} m")
             box.label(text=f"Max orientation error: {s.result_max_orientation_error:.3g} rad")
+            box.label(text=f"Keys: {s.result_keys} (key error up to {s.result_key_error:.3g})")
 
         col = layout.column(align=True)
         col.operator("dhik.export_skeleton", text="Export Skeleton")

@@ -32,6 +32,14 @@ METHOD_ITEMS = [
 ]
 METHOD_LABELS = {identifier: label for identifier, label, _ in METHOD_ITEMS}
 
+BAKE_ACTION_ITEMS = [
+    ("CURRENT", "Current Action", "Key the solved bones into the armature's current action, "
+     "inside the frame range only: other bones, other channels and keys outside the range "
+     "stay as they are (a new action if the armature has none)"),
+    ("NEW", "New Action", "Put the bake in a new action; the armature's current action is kept "
+     "(with a fake user) but no longer plays"),
+]
+
 
 def _is_armature(_self: DHIK_PG_settings, ob: bpy.types.Object) -> bool:
     return ob.type == "ARMATURE"
@@ -99,6 +107,9 @@ class DHIK_PG_settings(bpy.types.PropertyGroup):
         line_search_alpha: float
         line_search_alpha_min: float
         animation_path: str
+        bake_action: str
+        frame_step: int
+        key_reduction: float
         has_result: bool
         result_frames: int
         result_converged: int
@@ -106,6 +117,8 @@ class DHIK_PG_settings(bpy.types.PropertyGroup):
         result_max_orientation_error: float
         result_summary: str
         result_method: str
+        result_keys: int
+        result_key_error: float
     else:
         armature: PointerProperty(
             name="Armature", type=bpy.types.Object, poll=_is_armature,
@@ -162,6 +175,21 @@ class DHIK_PG_settings(bpy.types.PropertyGroup):
             name="animation.json", subtype="FILE_PATH",
             description="Where the bake writes animation.json (empty: not written)",
         )
+        bake_action: EnumProperty(
+            name="Bake Into", items=BAKE_ACTION_ITEMS, default="CURRENT",
+            description="Which action receives the keys",
+        )
+        frame_step: IntProperty(
+            name="Key Every", default=1, min=1, soft_max=10,
+            description="Key every n-th frame of the range (the last frame is always keyed); "
+            "every frame is still solved",
+        )
+        key_reduction: FloatProperty(
+            name="Key Reduction", default=0.0, min=0.0, soft_max=0.01, precision=5, step=0.01,
+            description="0: keep every key. Otherwise drop keys as long as no solved joint "
+            "moves more than this (radians for rotations, metres for slides) from its solved "
+            "value when Blender interpolates between the kept keys",
+        )
         # Result of the last bake (read-only in the panel).
         has_result: BoolProperty(default=False)
         result_frames: IntProperty(default=0)
@@ -170,6 +198,8 @@ class DHIK_PG_settings(bpy.types.PropertyGroup):
         result_max_orientation_error: FloatProperty(default=0.0)
         result_summary: StringProperty(default="")
         result_method: StringProperty(default="")  # the method identifier that ran
+        result_keys: IntProperty(default=0)  # keyframe points written (all components)
+        result_key_error: FloatProperty(default=0.0)  # rad or m, largest joint error of the keys
 
     def solver_settings(self) -> SolverSettings:
         """The core's solver settings from these properties."""

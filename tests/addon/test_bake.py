@@ -221,10 +221,11 @@ def test_rebake_replaces_markers(mixed_files, tmp_path):
     assert math.isfinite(s.result_max_position_error)
 
 
-def test_bake_keeps_a_hand_made_action(mixed_files, tmp_path):
+def test_new_action_bake_keeps_a_hand_made_action(mixed_files, tmp_path):
     ob, _ = _setup(*mixed_files)
     ob.pose.bones["Elbow"].keyframe_insert("rotation_quaternion", frame=1)
     hand = ob.animation_data.action
+    bpy.context.scene.dhik.bake_action = "NEW"
     _bake(tmp_path)
     assert ob.animation_data.action is not hand and hand.use_fake_user
 

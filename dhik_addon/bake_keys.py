@@ -1,0 +1,294 @@
+"""A bake's keys: planned from the solved frames (no Blender data changed), then written.
+
+:func:`plan_keys` turns the solved joint values into one key plan per solved bone, in
+the bone's own rotation mode (key_curves: continuous Euler of any order, quaternions
+with sign continuity, axis-angle), every ``frame_step``-th frame plus the last one,
+then key-reduced within ``key_reduction`` (joint space, radians or metres). Nothing in
+Blender changes until the plan is complete.
+
+Two ways to write it (``scene.dhik.bake_action``):
+
+- ``CURRENT``: into the armature's assigned action and slot (a new action when it has
+  none). Only the solved bones' channels are touched, and only inside the frame range:
+  their keys in ``[start, end]`` are replaced, keys outside it and every other F-curve
+  stay as they were. A solved bone's other transform channels (location of a rotating
+  joint, scale, ...) that have F-curves get rest-value keys at ``start`` and ``end`` so
+  the bone moves only as solved inside the range; without F-curves they are set to rest.
+- ``NEW``: a new action holding only the bake (all pose bones reset to rest first); the
+  replaced action gets a fake user unless it is itself an earlier dhik bake.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import bpy
+import numpy as np
+
+from ..core.errors import DhikError
+from ..core.model.definition import SkeletonDef
+from . import key_curves as kc
+from . import keying
+from .access import pose_of
+from .joint_map import JointMap
+
+BAKE_TAG = "dhik_bake"  # custom property marking actions written by a NEW bake
+ROTATION_PROPS = {"QUATERNION": "rotation_quaternion", "AXIS_ANGLE": "rotation_axis_angle"}
+REST = {
+    "location": (0.0, 0.0, 0.0),
+    "rotation_quaternion": (1.0, 0.0, 0.0, 0.0),
+    "rotation_euler": (0.0, 0.0, 0.0),
+    "rotation_axis_angle": (0.0, 0.0, 1.0, 0.0),
+    "scale": (1.0, 1.0, 1.0),
+}
+# Keyframe attributes kept as they were for keys outside the range (foreach_get/set).
+_KEY_FLOATS = {"co": 2, "handle_left": 2, "handle_right": 2, "back": 1, "amplitude": 1,
+               "period": 1}
+_KEY_ENUMS = ("interpolation", "handle_left_type", "handle_right_type", "easing", "type")
+_KEY_BOOLS = ("select_control_point", "select_left_handle", "select_right_handle")
+
+
+def rotation_prop(mode: str) -> str:
+    """The pose-bone property that holds the rotation in rotation mode ``mode``."""
+    return ROTATION_PROPS.get(mode, "rotation_euler")
+
+
+def solved_joints(defn: SkeletonDef, effectors: Sequence[str]) -> list[str]:
+    """Moving joints between each effector and the root (effector included), in
+    skeleton order: the joints whose bones a bake keys."""
+    parent = {j.name: j.parent for j in defn.joints}
+    on_chain: set[str] = set()
+    for name in effectors:
+        at: str | None = name
+        while at is not None and at not in on_chain:
+            on_chain.add(at)
+            at = parent[at]
+    return [j.name for j in defn.joints if j.name in on_chain and j.type != "fixed"]
+
+
+def check_effector_moves(defn: SkeletonDef, effector: str, source: str, where: str) -> None:
+    """DhikError when no movable joint lies between ``effector`` and the root (included)."""
+    if not solved_joints(defn, [effector]):
+        problem = ("is the fixed root" if effector == defn.root_name
+                   else "has no movable joint between it and the root")
+        raise DhikError.at(source, where, f"bone {effector!r} {problem}, so it cannot follow "
+                           "a target; choose a bone further down a chain")
+
+
+@dataclass
+class BoneKeys:
+    """Keys of one solved bone's channel: ``values`` rows at ``frames`` (LINEAR)."""
+
+    bone: str
+    prop: str  # pose-bone property: rotation_quaternion / _euler / _axis_angle, location
+    kind: str  # key_curves kind: QUATERNION, AXIS_ANGLE, an Euler order or LOCATION
+    frames: np.ndarray  # int frames of the keys
+    values: np.ndarray  # (len(frames), 3 or 4)
+    solved: int  # number of solved frames the keys stand for
+    max_error: float  # joint error (rad or m) of the kept curves at the candidate frames
+
+
+@dataclass
+class KeyPlan:
+    """Every key a bake writes, and the figures of its reduction."""
+
+    start: int
+    end: int
+    bones: list[BoneKeys] = field(default_factory=list)
+
+    @property
+    def key_count(self) -> int:
+        """Keyframe points the plan writes (one per component per key)."""
+        return sum(len(b.frames) * b.values.shape[1] for b in self.bones)
+
+    @property
+    def curve_count(self) -> int:
+        return sum(b.values.shape[1] for b in self.bones)
+
+    @property
+    def max_error(self) -> float:
+        return max((b.max_error for b in self.bones), default=0.0)
+
+
+def plan_keys(
+    ob: bpy.types.Object, maps: dict[str, JointMap], frames: Sequence[dict],
+    solved: Sequence[str], frame_step: int = 1, key_reduction: float = 0.0,
+) -> KeyPlan:
+    """Keys of the ``solved`` joints' bones for animation.json-style ``frames``.
+
+    Rotation keys follow each bone's rotation mode; prismatic joints key ``location``.
+    Candidate frames are every ``frame_step``-th solved frame and the last one; with
+    ``key_reduction > 0`` only the keys needed to stay within that joint error (rad or
+    m) of the solved values at the candidate frames are kept.
+    """
+    if frame_step < 1:
+        raise DhikError.at("DHIK", "frame_step", f"must be >= 1, got {frame_step}")
+    if not frames:
+        raise DhikError.at("DHIK", "frame range", "no frames were solved")
+    bones = pose_of(ob).bones
+    numbers = np.array([fr["frame"] for fr in frames], dtype=int)
+    pick = kc.stepped(len(frames), frame_step)
+    plan = KeyPlan(int(numbers[0]), int(numbers[-1]))
+    for name in solved:
+        jm = maps[name]
+        if jm.channel is None:
+            continue
+        raw = np.array([jm.channel_value(fr["joints"][name]) for fr in frames], dtype=float)
+        if jm.channel == "location":
+            prop, kind, values = "location", kc.LOCATION, raw
+        else:
+            mode = bones[name].rotation_mode
+            kind = mode if mode in kc.KINDS else kc.QUATERNION
+            prop, values = rotation_prop(mode), kc.rotation_channel(kind, raw)
+        cand_frames, cand_values = numbers[pick], values[pick]
+        kept = kc.reduce_keys(kind, cand_frames, cand_values, key_reduction)
+        error = kc.max_key_error(kind, cand_frames, cand_values, kept)
+        plan.bones.append(BoneKeys(name, prop, kind, cand_frames[kept], cand_values[kept],
+                                   len(frames), error))
+    return plan
+
+
+# --------------------------------------------------------------------------- writing
+
+
+def _enum_values(prop: str) -> dict[str, int]:
+    rna = bpy.types.Keyframe.bl_rna.properties[prop]
+    assert isinstance(rna, bpy.types.EnumProperty)
+    return {item.identifier: item.value for item in rna.enum_items}
+
+
+def _read_keys(fc: bpy.types.FCurve) -> dict[str, np.ndarray]:
+    """Every kept attribute of ``fc``'s keyframe points, as flat arrays."""
+    n = len(fc.keyframe_points)
+    out: dict[str, np.ndarray] = {}
+    for name, width in _KEY_FLOATS.items():
+        arr = np.empty(n * width, dtype=np.float32)
+        fc.keyframe_points.foreach_get(name, arr)
+        out[name] = arr.reshape(n, width)
+    for name in (*_KEY_ENUMS, *_KEY_BOOLS):
+        arr_i = np.empty(n, dtype=np.int32)
+        fc.keyframe_points.foreach_get(name, arr_i)
+        out[name] = arr_i
+    return out
+
+
+def _new_keys(frames: np.ndarray, values: np.ndarray) -> dict[str, np.ndarray]:
+    """Attributes of new LINEAR keys (handles on the key; Blender sets them on update)."""
+    n = len(frames)
+    co = np.column_stack([frames, values]).astype(np.float32)
+    props = bpy.types.Keyframe.bl_rna.properties
+    out: dict[str, np.ndarray] = {"co": co, "handle_left": co.copy(), "handle_right": co.copy()}
+    for name in ("back", "amplitude", "period"):
+        rna = props[name]
+        assert isinstance(rna, bpy.types.FloatProperty)
+        out[name] = np.full((n, 1), rna.default, dtype=np.float32)
+    defaults = {"interpolation": "LINEAR", "handle_left_type": "AUTO_CLAMPED",
+                "handle_right_type": "AUTO_CLAMPED", "easing": "AUTO", "type": "KEYFRAME"}
+    for name, item in defaults.items():
+        out[name] = np.full(n, _enum_values(name)[item], dtype=np.int32)
+    for name in _KEY_BOOLS:
+        out[name] = np.zeros(n, dtype=np.int32)
+    return out
+
+
+def replace_range(
+    fc: bpy.types.FCurve, start: float, end: float, frames: np.ndarray, values: np.ndarray
+) -> None:
+    """Replace ``fc``'s keys in ``[start, end]`` by LINEAR keys ``(frames, values)``; the
+    keys outside the range keep every attribute (value, handles, interpolation ...)."""
+    old = _read_keys(fc)
+    outside = (old["co"][:, 0] < start) | (old["co"][:, 0] > end)
+    new = _new_keys(frames, values)
+    merged = {k: np.concatenate([old[k][outside], new[k]]) for k in old}
+    order = np.argsort(merged["co"][:, 0], kind="stable")
+    kps = fc.keyframe_points
+    total = len(order)
+    if total > len(kps):
+        kps.add(total - len(kps))
+    while len(kps) > total:
+        kps.remove(kps[len(kps) - 1], fast=True)
+    for name, arr in merged.items():
+        kps.foreach_set(name, np.ascontiguousarray(arr[order]).ravel())
+    fc.update()
+
+
+def _curve(cb: bpy.types.ActionChannelbag, path: str, index: int,
+           group: str) -> bpy.types.FCurve:
+    """``cb``'s F-curve ``(path, index)``, made (in bone group ``group``) if missing."""
+    fc = cb.fcurves.find(path, index=index)
+    if fc is None:
+        fc = cb.fcurves.new(path, index=index)
+        fc.group = cb.groups.get(group) or cb.groups.new(group)
+    return fc
+
+
+def _held_props(pb: bpy.types.PoseBone, keyed: str) -> list[str]:
+    """A solved bone's transform properties that the solve assumes at rest."""
+    rotation = rotation_prop(pb.rotation_mode)
+    return [p for p in ("location", rotation, "scale") if p != keyed]
+
+
+def current_channelbag(ob: bpy.types.Object) -> bpy.types.ActionChannelbag:
+    """The channelbag of ``ob``'s assigned action and slot, made where missing (a new
+    action when ``ob`` has none; DhikError for an action linked from a library)."""
+    ad = ob.animation_data
+    action = ad.action if ad is not None else None
+    if action is None:
+        return keying.new_action(ob, f"{ob.name}Action")[1]
+    assert ad is not None
+    if action.library is not None:
+        raise DhikError.at(f"armature {ob.name!r}", "action", f"{action.name!r} is linked from "
+                           "a library and cannot be edited; bake into a new action")
+    if ad.action_slot is None:
+        ad.action_slot = action.slots.new(id_type="OBJECT", name=ob.name)
+    assert ad.action_slot is not None
+    return keying.ensure_channelbag(action, ad.action_slot)
+
+
+def check_current_action(ob: bpy.types.Object) -> None:
+    """DhikError, before anything is solved, when the current action cannot take keys."""
+    ad = ob.animation_data
+    if ad is not None and ad.action is not None and ad.action.library is not None:
+        raise DhikError.at(f"armature {ob.name!r}", "action", f"{ad.action.name!r} is linked "
+                           "from a library and cannot be edited; bake into a new action")
+
+
+def write_current(ob: bpy.types.Object, plan: KeyPlan) -> None:
+    """Key ``plan`` into ``ob``'s current action (see module docstring, CURRENT)."""
+    cb = current_channelbag(ob)
+    bones = pose_of(ob).bones
+    start, end = plan.start, plan.end
+    for bk in plan.bones:
+        pb = bones[bk.bone]
+        path = pb.path_from_id(bk.prop)
+        for i in range(bk.values.shape[1]):
+            replace_range(_curve(cb, path, i, bk.bone), start, end, bk.frames, bk.values[:, i])
+        for prop in _held_props(pb, bk.prop):
+            held = pb.path_from_id(prop)
+            rest = REST[prop]
+            curves = [cb.fcurves.find(held, index=i) for i in range(len(rest))]
+            if any(fc is not None for fc in curves):
+                ends = np.array([start, end], dtype=float)
+                for i, value in enumerate(rest):
+                    fc = _curve(cb, held, i, bk.bone)
+                    replace_range(fc, start, end, ends, np.full(2, value))
+            else:
+                setattr(pb, prop, rest)
+
+
+def write_new(ob: bpy.types.Object, plan: KeyPlan) -> bpy.types.Action:
+    """Key ``plan`` into a new action (see module docstring, NEW); the new action."""
+    previous = ob.animation_data.action if ob.animation_data else None
+    if previous is not None and not previous.get(BAKE_TAG):
+        previous.use_fake_user = True
+    for pb in pose_of(ob).bones:
+        for prop, rest in REST.items():
+            setattr(pb, prop, rest)
+    action, cb = keying.new_action(ob, f"{ob.name}_dhik_bake")
+    action[BAKE_TAG] = True
+    bones = pose_of(ob).bones
+    for bk in plan.bones:
+        path = bones[bk.bone].path_from_id(bk.prop)
+        keying.write_vector(cb, path, bk.frames.tolist(), bk.values, bk.bone)
+    return action

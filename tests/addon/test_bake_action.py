@@ -1,0 +1,351 @@
+"""Bake into the current action (issue 8, point 5) on real bpy.
+
+A body-like rig: a spine and head that the arm's effector does not need (their user
+animation must survive), and an arm whose bones use Euler, quaternion and axis-angle
+rotation modes. Existing keys on the arm outside the bake's range must survive too.
+Blender's evaluated pose is compared with the core's FK of the baked joint values.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import bpy
+import numpy as np
+import pytest
+from addon_helpers import blender_joint_worlds, write_json
+from bpy_extras import anim_utils
+from mathutils import Quaternion
+
+BODY: dict[str, Any] = {
+    "root_name": "Root",
+    "joints": [
+        {"name": "Root", "type": "fixed", "offset": [0, 0, 0], "parent": None},
+        {"name": "Spine", "type": "spherical", "offset": [0, 0, 0.9], "parent": "Root"},
+        {"name": "Head", "type": "spherical", "offset": [0, 0, 0.6], "parent": "Spine"},
+        {"name": "HeadTop", "type": "fixed", "offset": [0, 0, 0.25], "parent": "Head"},
+        {"name": "Shoulder", "type": "spherical", "offset": [0.25, 0, 1.4], "parent": "Root"},
+        {"name": "Elbow", "type": "revolute", "offset": [0, 0, 0.35], "parent": "Shoulder",
+         "axis": [1, 0, 0]},
+        {"name": "Wrist", "type": "spherical", "offset": [0, 0, 0.3], "parent": "Elbow"},
+        {"name": "Hand", "type": "revolute", "offset": [0, 0, 0.1], "parent": "Wrist",
+         "axis": [0, 0, 1]},
+        {"name": "Tip", "type": "fixed", "offset": [0, 0.12, 0], "parent": "Hand"},
+    ],
+}
+# The effector Hand's bone lies along +Y with its Z on the joint's Z axis: its rest
+# rotation is the identity, so the bone's orientation and the joint's frame are the same
+# and the snapped target means the same thing in both.
+ARM = ("Shoulder", "Elbow", "Wrist", "Hand")
+START, END = 10, 130  # the bake range; the scene runs 0..140
+MODES = {"Shoulder": "ZXY", "Elbow": "XYZ", "Wrist": "QUATERNION"}
+
+
+def snapped_hand_target(ob: bpy.types.Object, frames: list[int]) -> bpy.types.Object:
+    """An empty keyed on every frame at the hand bone's world pose for a smooth arm motion
+    (the elbow turns from 0.3 to 4.3 rad, past pi); the arm is left at rest."""
+    goal = bpy.data.objects.new("goal", None)
+    bpy.context.collection.objects.link(goal)
+    goal.rotation_mode = "XYZ"
+    bones = ob.pose.bones
+    hinge = [0.0, 0.0, 0.0]  # the elbow's free bone axis (the only unlocked IK axis)
+    hinge[next(i for i, a in enumerate("xyz") if not getattr(bones["Elbow"], f"lock_ik_{a}"))] = 1
+    previous = None
+    for f in frames:
+        t = (f - START) / (END - START)
+        bones["Shoulder"].rotation_quaternion = Quaternion((1, 0.4, 0.2), math.radians(20 + 40 * t))
+        bones["Elbow"].rotation_quaternion = Quaternion(hinge, 0.3 + 4.0 * t)
+        bones["Wrist"].rotation_quaternion = Quaternion((0.2, 1, 0.3), math.radians(10 + 50 * t))
+        bpy.context.view_layer.update()
+        loc, rot, _scale = (ob.matrix_world @ bones["Hand"].matrix).decompose()
+        previous = rot.to_euler("XYZ", previous) if previous else rot.to_euler("XYZ")
+        goal.location, goal.rotation_euler = loc, previous
+        goal.keyframe_insert("location", frame=f)
+        goal.keyframe_insert("rotation_euler", frame=f)
+    for name in ARM:
+        bones[name].rotation_quaternion = (1, 0, 0, 0)
+    return goal
+
+
+@pytest.fixture
+def body(tmp_path: Path, core) -> tuple[bpy.types.Object, bpy.types.Object]:
+    """The imported rig, an empty snapped to its hand on every frame of START..END, and the
+    scene range 0..140 (the bake range is START..END)."""
+    skel = write_json(tmp_path / "body" / "skeleton.json", BODY)
+    assert bpy.ops.dhik.import_skeleton(filepath=str(skel)) == {"FINISHED"}
+    scene = bpy.context.scene
+    s = scene.dhik
+    ob = s.armature
+    s.target = snapped_hand_target(ob, list(range(START, END + 1)))
+    scene.frame_start, scene.frame_end = 0, 140
+    s.use_scene_range = False
+    s.frame_start, s.frame_end = START, END
+    s.effector = "Hand"
+    s.animation_path = str(tmp_path / "animation.json")
+    for name, mode in MODES.items():
+        ob.pose.bones[name].rotation_mode = mode
+    rest = np.array(ob.data.bones["Hand"].matrix_local.to_3x3(), dtype=float)
+    assert np.allclose(rest, np.eye(3), atol=1e-6)
+    return ob, s.target
+
+
+def user_animation(ob: bpy.types.Object) -> None:
+    """Keys a user made: spine and head over 0..140, the arm outside and inside START..END."""
+    bones = ob.pose.bones
+    for f, angle in [(0, 0.0), (20, 0.4), (40, -0.3), (90, 0.5), (140, 0.2)]:
+        bones["Spine"].rotation_quaternion = Quaternion((0, 1, 0), angle)
+        bones["Spine"].keyframe_insert("rotation_quaternion", frame=f)
+        bones["Head"].rotation_quaternion = Quaternion((0, 0, 1), -angle)
+        bones["Head"].keyframe_insert("rotation_quaternion", frame=f)
+    bones["Head"].location = (0.0, 0.0, 0.0)
+    bones["Head"].keyframe_insert("location", frame=30)
+    for f, angle in [(0, 0.2), (5, 0.5), (25, 1.0), (135, -0.5), (140, 0.1)]:
+        bones["Elbow"].rotation_euler = (angle, 0.0, 0.0)
+        bones["Elbow"].keyframe_insert("rotation_euler", frame=f)
+        bones["Shoulder"].rotation_euler = (0.0, angle, 0.1)
+        bones["Shoulder"].keyframe_insert("rotation_euler", frame=f)
+    bones["Elbow"].location = (0.0, 0.01, 0.0)  # a solved bone's other channel, keyed
+    bones["Elbow"].keyframe_insert("location", frame=2)
+    bones["Elbow"].keyframe_insert("location", frame=138)
+
+
+def channelbag(ob: bpy.types.Object):
+    ad = ob.animation_data
+    return anim_utils.action_get_channelbag_for_slot(ad.action, ad.action_slot)
+
+
+def snapshot(cb) -> dict[tuple[str, int], list[tuple]]:
+    """Every key of every F-curve: frame, value, interpolation, handles and their types."""
+    out = {}
+    for fc in cb.fcurves:
+        out[(fc.data_path, fc.array_index)] = [
+            (tuple(k.co), k.interpolation, tuple(k.handle_left), tuple(k.handle_right),
+             k.handle_left_type, k.handle_right_type, k.easing, k.type)
+            for k in fc.keyframe_points
+        ]
+    return out
+
+
+def solved_channel(path: str) -> bool:
+    return any(f'"{b}"' in path for b in ARM)
+
+
+def bake() -> None:
+    assert bpy.ops.dhik.bake() == {"FINISHED"}
+
+
+def pose_matches_bake(core, ob, animation: Path, joints=ARM, atol=2e-6) -> float:
+    """Largest difference between Blender's evaluated joint frames (``joints``) and the
+    core's FK of the baked values, over the baked frames."""
+    skel = core.Skeleton(core.formats.load_skeleton(_export(ob)))
+    rest = {n: w[:3, :3] for n, w in skel.world_transforms().items()}
+    obj = np.array(ob.matrix_world, dtype=float)
+    worst = 0.0
+    for fr in core.formats.load_animation(animation):
+        bpy.context.scene.frame_set(fr["frame"])
+        skel.reset()
+        skel.set_joint_values({n: v for n, v in fr["joints"].items() if n in joints})
+        want = skel.world_transforms()
+        got = blender_joint_worlds(ob, {n: rest[n] for n in joints})
+        for n in joints:
+            worst = max(worst, float(np.abs(got[n] - obj @ want[n]).max()))
+    assert worst < atol, worst
+    return worst
+
+
+def _export(ob) -> str:
+    from addon_helpers import export_skeleton
+
+    return export_skeleton(ob)
+
+
+def local_rotations(ob, bones, frames) -> dict[tuple[str, int], np.ndarray]:
+    """Each bone's evaluated local pose (matrix_basis, 4x4) at each frame."""
+    out = {}
+    for f in frames:
+        bpy.context.scene.frame_set(f)
+        for b in bones:
+            out[(b, f)] = np.array(ob.pose.bones[b].matrix_basis, dtype=float)
+    return out
+
+
+def test_current_bake_keeps_every_other_curve_and_key(body, core, tmp_path):
+    ob, _ = body
+    user_animation(ob)
+    action = ob.animation_data.action
+    before = snapshot(channelbag(ob))
+    others_before = local_rotations(ob, ["Spine", "Head"], range(0, 141, 7))
+    actions_before = {a.name for a in bpy.data.actions}
+
+    bake()
+
+    assert ob.animation_data.action == action  # the same action, no new one
+    assert {a.name for a in bpy.data.actions} == actions_before
+    after = snapshot(channelbag(ob))
+    assert set(before) <= set(after)
+    added = set(after) - set(before)
+    # Every channel the bake adds belongs to a solved bone, in that bone's rotation mode.
+    assert added == {(f'pose.bones["{b}"].rotation_quaternion', i)
+                     for b in ("Wrist", "Hand") for i in range(4)}
+    kept_curves = [k for k in before if not solved_channel(k[0])]
+    assert kept_curves  # spine and head curves
+    for key in kept_curves:
+        assert after[key] == before[key], key  # untouched, every attribute
+    for key in before:
+        if not solved_channel(key[0]):
+            continue
+        out_before = [k for k in before[key] if not START <= k[0][0] <= END]
+        out_after = [k for k in after[key] if not START <= k[0][0] <= END]
+        # Values, interpolation, handle types, easing of the keys outside the range.
+        assert [(k[0], k[1], k[4:]) for k in out_after] == [
+            (k[0], k[1], k[4:]) for k in out_before], key
+    for key, keys in after.items():
+        inside = [k[0][0] for k in keys if START <= k[0][0] <= END]
+        if solved_channel(key[0]) and "location" not in key[0]:
+            assert inside == list(range(START, END + 1)), key
+    # A solved bone's keyed location holds its rest value inside the range.
+    loc = [k for k in after[('pose.bones["Elbow"].location', 1)] if START <= k[0][0] <= END]
+    assert [(k[0][0], k[0][1]) for k in loc] == [(START, 0.0), (END, 0.0)]
+    # Spine and head play as before on every frame, inside the range and out.
+    assert local_rotations(ob, ["Spine", "Head"], range(0, 141, 7)).keys() == others_before.keys()
+    for k, m in local_rotations(ob, ["Spine", "Head"], range(0, 141, 7)).items():
+        assert np.allclose(m, others_before[k], atol=1e-7), k
+    # The arm follows the bake: Blender's pose equals the core's FK of animation.json.
+    pose_matches_bake(core, ob, Path(bpy.context.scene.dhik.animation_path))
+    for name, mode in MODES.items():
+        assert ob.pose.bones[name].rotation_mode == mode
+    n_keys = sum(len(v) for v in after.values()) - sum(len(v) for v in before.values())
+    print(f"\nFIGURES current bake: F-curves before {len(before)}, added {len(added)}, "
+          f"kept untouched {len(kept_curves)}; keys before "
+          f"{sum(len(v) for v in before.values())}, after {sum(len(v) for v in after.values())}"
+          f" (net {n_keys:+d})")
+
+
+def test_new_action_keeps_the_old_one(body, core):
+    ob, _ = body
+    user_animation(ob)
+    old = ob.animation_data.action
+    before = snapshot(channelbag(ob))
+    bpy.context.scene.dhik.bake_action = "NEW"
+    bake()
+    new = ob.animation_data.action
+    assert new != old and old.use_fake_user
+    assert snapshot(anim_utils.action_get_channelbag_for_slot(old, old.slots[0])) == before
+    paths = {fc.data_path.split('"')[1] for fc in channelbag(ob).fcurves}
+    assert paths == set(ARM)  # only the solved bones
+    pose_matches_bake(core, ob, Path(bpy.context.scene.dhik.animation_path))
+
+
+def test_bake_without_an_action_makes_one(body, core):
+    ob, _ = body
+    assert ob.animation_data is None
+    bake()
+    assert ob.animation_data.action is not None
+    assert {fc.data_path.split('"')[1] for fc in channelbag(ob).fcurves} == set(ARM)
+    pose_matches_bake(core, ob, Path(bpy.context.scene.dhik.animation_path))
+
+
+def test_partial_rebake_replaces_only_its_range(body, core, tmp_path):
+    ob, target = body
+    user_animation(ob)
+    s = bpy.context.scene.dhik
+    bake()
+    first = snapshot(channelbag(ob))
+    # Move the target for the second bake, so new keys differ from the first bake's.
+    target.delta_location = (0.0, 0.03, -0.02)
+    s.frame_start, s.frame_end = 20, 30
+    s.animation_path = str(tmp_path / "second.json")
+    bake()
+    second = snapshot(channelbag(ob))
+    assert set(second) == set(first)
+    changed = 0
+    for key in first:
+        out_a = [k for k in first[key] if not 20 <= k[0][0] <= 30]
+        out_b = [k for k in second[key] if not 20 <= k[0][0] <= 30]
+        assert [(k[0], k[1]) for k in out_b] == [(k[0], k[1]) for k in out_a], key
+        if solved_channel(key[0]) and "location" not in key[0]:
+            assert [k[0][0] for k in second[key] if 20 <= k[0][0] <= 30] == list(range(20, 31))
+            inside_a = [k[0][1] for k in first[key] if 20 <= k[0][0] <= 30]
+            inside_b = [k[0][1] for k in second[key] if 20 <= k[0][0] <= 30]
+            changed += not np.allclose(inside_a, inside_b, atol=1e-6)
+    assert changed > 0  # the re-bake did key new values inside 20..30
+    pose_matches_bake(core, ob, tmp_path / "second.json")
+
+
+def test_euler_bones_keep_their_mode_with_continuous_curves(body, core):
+    ob, _ = body
+    bake()
+    cb = channelbag(ob)
+    paths = {fc.data_path for fc in cb.fcurves}
+    assert 'pose.bones["Shoulder"].rotation_euler' in paths
+    assert 'pose.bones["Elbow"].rotation_euler' in paths
+    assert not any("Shoulder" in p and "quaternion" in p for p in paths)
+    assert not any("Elbow" in p and "quaternion" in p for p in paths)
+    hinge = next(i for i, a in enumerate("xyz") if not getattr(ob.pose.bones["Elbow"],
+                                                               f"lock_ik_{a}"))
+    elbow = None
+    for fc in cb.fcurves:
+        co = np.array([k.co[1] for k in fc.keyframe_points])
+        assert np.abs(np.diff(co)).max() < 0.5, (fc.data_path, fc.array_index)  # no 2*pi jumps
+        if fc.data_path.endswith('"Elbow"].rotation_euler') and fc.array_index == hinge:
+            elbow = co
+    assert elbow is not None and elbow.max() - elbow.min() > math.pi  # turned past pi
+    pose_matches_bake(core, ob, Path(bpy.context.scene.dhik.animation_path))
+
+
+@pytest.mark.parametrize("mode", ["XZY", "YXZ", "YZX", "ZYX", "AXIS_ANGLE"])
+def test_every_rotation_mode_evaluates_to_the_solved_pose(body, core, mode):
+    ob, _ = body
+    for name in ARM:
+        ob.pose.bones[name].rotation_mode = mode
+    bake()
+    prop = "rotation_axis_angle" if mode == "AXIS_ANGLE" else "rotation_euler"
+    assert {fc.data_path for fc in channelbag(ob).fcurves} == {
+        f'pose.bones["{n}"].{prop}' for n in ARM}
+    pose_matches_bake(core, ob, Path(bpy.context.scene.dhik.animation_path))
+
+
+def _joint_error(a: np.ndarray, b: np.ndarray) -> float:
+    """Rotation angle between two local pose matrices plus their location distance."""
+    r = a[:3, :3].T @ b[:3, :3]
+    angle = math.atan2(np.linalg.norm([r[2, 1] - r[1, 2], r[0, 2] - r[2, 0],
+                                       r[1, 0] - r[0, 1]]) / 2, (np.trace(r) - 1) / 2)
+    return max(angle, float(np.linalg.norm(a[:3, 3] - b[:3, 3])))
+
+
+def _key_count(ob) -> int:
+    return sum(len(fc.keyframe_points) for fc in channelbag(ob).fcurves)
+
+
+def test_frame_step_keys_every_nth_and_the_last_frame(body):
+    ob, _ = body
+    bpy.context.scene.dhik.frame_step = 7
+    assert (END - START) % 7 != 0  # the last frame is not a multiple of the step
+    bake()
+    for fc in channelbag(ob).fcurves:
+        assert [k.co[0] for k in fc.keyframe_points] == [*range(START, END + 1, 7), END]
+    assert bpy.context.scene.dhik.result_keys == _key_count(ob)
+
+
+def test_key_reduction_holds_its_bound_in_joint_space(body):
+    ob, _ = body
+    s = bpy.context.scene.dhik
+    # Solved values scatter by about the solver's tolerances (1e-3 by default) from frame
+    # to frame, and no reduction can drop keys below that scatter: solve tighter here.
+    s.position_tolerance = s.orientation_tolerance = 1e-7
+    frames = range(START, END + 1)
+    bake()
+    full_keys = _key_count(ob)
+    full = local_rotations(ob, ARM, frames)
+    s.key_reduction = 1e-3
+    bake()
+    reduced_keys = _key_count(ob)
+    reduced = local_rotations(ob, ARM, frames)
+    worst = max(_joint_error(reduced[k], full[k]) for k in full)
+    assert worst <= 1e-3 + 1e-6, worst  # the full bake's keys are the solved values (float32)
+    assert reduced_keys < 0.5 * full_keys
+    assert s.result_keys == reduced_keys and s.result_key_error <= 1e-3
+    print(f"\nFIGURES key_reduction 1e-3: {reduced_keys} keys vs {full_keys} without "
+          f"(largest joint error {worst:.3g})")
