@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 import statistics
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -26,7 +26,7 @@ from ..model.methods import METHODS
 from ..model.skeleton import Skeleton
 from ..rotations import matrix_to_rotvec
 from ..solver.dls_compiled import solve_spec
-from ..solver.kinematics import Kinematics
+from ..solver.kinematics import FrameTargets, Kinematics, Pole
 from ..solver.robust import RobustOptions, solve_trajectory
 from ..solver.settings import SolverSettings
 
@@ -46,6 +46,13 @@ class EffectorTrack:
     targets: Sequence[Target]
     pos_weight: float = 1.0
     rot_weight: float = 1.0
+    # the bones the solve may move: the last ``chain_length`` joints of the path ending at
+    # this effector, as Blender's IK constraint counts (0: up to the root)
+    chain_length: int = 0
+    # Blender's IK pole: ``(frame, world position (m))`` like the targets (held before the
+    # first and after the last), and the angle (rad) about the first-joint-to-target line
+    pole: Sequence[tuple[int, Sequence[float]]] | None = None
+    pole_angle: float = 0.0
 
 
 @dataclass
@@ -117,6 +124,7 @@ def simulate(
     *,
     method: str = "spec",
     options: RobustOptions | None = None,
+    driven: Sequence[tuple[int, Mapping[str, Mapping[str, Any]]]] | None = None,
 ) -> BakeResult:
     """Solve ``targets`` in order and collect the bake.
 
@@ -126,6 +134,12 @@ def simulate(
     target before its first frame and its last after its last. ``options`` tune the
     robust method. The skeleton is reset to the T-pose first and is left in the last
     frame's pose.
+
+    ``driven`` gives joints outside the solved chains (see ``EffectorTrack.chain_length``)
+    their values frame by frame, as ``(frame, {joint: SPEC 3.3 entry})`` (an animated
+    spine under an arm's IK): a frame takes the latest entry at or before it (the first
+    before the first), and the baked frames carry those values. Joints neither solved
+    nor driven keep the T-pose.
     """
     settings = settings or SolverSettings()
     if method not in METHODS:
@@ -133,12 +147,18 @@ def simulate(
     tracks = _as_tracks(skeleton, targets, effector)
     names = [t.name for t in tracks]
     numbers, per_frame = merge_tracks(tracks)
+    extras = _frame_extras(skeleton, tracks, numbers, driven)
+    if extras is not None:
+        if method == "spec" and any(t.pole for t in tracks):
+            raise DhikError("pole targets need --method robust")
+        per_frame = [FrameTargets(row, values, poles)
+                     for row, (values, poles) in zip(per_frame, extras, strict=True)]
     kwargs = settings.kwargs()
     records: list[FrameRecord] = []
     frames: list[dict[str, Any]] = []
     start = time.perf_counter()
     skeleton.reset()
-    model = CompiledKinematics(skeleton, names)  # compiled once; solve's iterates, faster
+    model = CompiledKinematics(skeleton, names, [t.chain_length for t in tracks])
     if method == "spec":
         if any((t.pos_weight, t.rot_weight) != (1.0, 1.0) for t in tracks):
             raise DhikError("effector weights need --method robust")
@@ -164,11 +184,15 @@ def simulate(
                          for name, (pe, oe) in zip(names, per, strict=True)})
         )
         values = model.joint_values(state)  # from the saved state: no FK, no joint objects
+        if extras is not None and frame_targets.driven:
+            values = {**frame_targets.driven, **values}
         frames.append({"frame": frame, "joints": {name: values.get(name, entry)
                                                   for name, entry in fixed.items()}})
     if solved:
         model.restore(solved[-1][0])
         model.update()
+    if extras is not None and per_frame and per_frame[-1].driven:
+        skeleton.set_joint_values(dict(per_frame[-1].driven))  # driven joints: last frame's
     model.write_back(skeleton)  # the last frame's pose, FK current
     align_quaternion_signs(frames)
     return BakeResult(records, frames, ",".join(names), method, time.perf_counter() - start,
@@ -187,7 +211,9 @@ def _solve_spec_frames(
     for i, frame_targets in enumerate(per_frame):
         if not warm_start:
             model.reset()
-        target = frame_targets[0] if len(frame_targets) == 1 else frame_targets
+        if getattr(frame_targets, "driven", None):
+            model.drive(frame_targets.driven)  # type: ignore[attr-defined]
+        target = frame_targets[0] if len(frame_targets) == 1 else list(frame_targets)
         res = solve_spec(model, target, settings)
         out.append((model.save(), res))
         if progress is not None:
@@ -217,7 +243,60 @@ def _as_tracks(
             raise DhikError(f"effector {t.name!r}: weights must be >= 0 and not both 0")
         if not t.targets:
             raise DhikError(f"effector {t.name!r} has no targets")
+        if not isinstance(t.chain_length, int) or t.chain_length < 0:
+            raise DhikError(f"effector {t.name!r}: chain length must be an integer >= 0")
     return tracks
+
+
+def _held(track: Sequence[tuple[int, Any]], numbers: list[int]) -> list[Any]:
+    """Per frame of ``numbers`` the value of ``track`` (``(frame, value)`` pairs) at the
+    latest frame at or before it; the first value before the first frame."""
+    by_frame = dict(track)
+    keys = sorted(by_frame)
+    out, k = [], 0
+    for frame in numbers:
+        while k + 1 < len(keys) and keys[k + 1] <= frame:
+            k += 1
+        out.append(by_frame[keys[k]])
+    return out
+
+
+def _frame_extras(
+    skeleton: Skeleton,
+    tracks: Sequence[EffectorTrack],
+    numbers: list[int],
+    driven: Sequence[tuple[int, Mapping[str, Mapping[str, Any]]]] | None,
+) -> list[tuple[Mapping[str, Any] | None, list[Pole | None] | None]] | None:
+    """Per frame the driven joint values and the poles (None when no track has either)."""
+    if not driven and not any(t.pole for t in tracks):
+        return None
+    for t in tracks:
+        if t.pole is not None:
+            path = [t.name]
+            node = skeleton.joint(t.name).parent
+            while node is not None:
+                path.append(node.name)
+                node = node.parent
+            if len(path[: t.chain_length or None]) < 3:
+                raise DhikError(f"effector {t.name!r}: a pole needs a chain of 3 joints or "
+                                "more (2 bones and the effector)")
+            for frame, pos in t.pole:
+                if len(pos) != 3 or not all(math.isfinite(float(v)) for v in pos):
+                    raise DhikError(f"effector {t.name!r}: pole at frame {frame}: "
+                                    "need 3 finite numbers (m)")
+            if not math.isfinite(t.pole_angle):
+                raise DhikError(f"effector {t.name!r}: pole angle must be finite (rad)")
+    values = _held(driven, numbers) if driven else [None] * len(numbers)
+    poles = [
+        None if t.pole is None else [Pole(tuple(float(v) for v in pos), t.pole_angle)
+                                     for pos in _held(t.pole, numbers)]
+        for t in tracks
+    ]
+    rows: list[list[Pole | None] | None] = [
+        None if all(p is None for p in poles) else
+        [None if p is None else p[i] for p in poles] for i in range(len(numbers))
+    ]
+    return list(zip(values, rows, strict=True))
 
 
 def merge_tracks(tracks: Sequence[EffectorTrack]) -> tuple[list[int], list[list[Any]]]:

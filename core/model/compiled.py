@@ -8,7 +8,7 @@ overhead dominates at a handful of joints). Frames: world. Units: metres, radian
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -164,6 +164,22 @@ def _spherical_op(
 
 
 
+def _driven_op(f: _Frames, i: int, parent: int,
+               local: list[tuple[Mat3 | None, Vec3]]) -> Op:
+    """FK of a driven joint: its local rotation and offset are set from outside."""
+    R, P = f.R, f.P
+
+    def op() -> None:
+        rot, off = local[i]
+        rp = R[parent]
+        P[i] = _moved(rp, P[parent], off)
+        R[i] = rp if rot is None else mat_mul(rp, rot)
+
+    return op
+
+
+DRIVEN = 5  # a step kind of the compiled FK: a joint moved from outside, not solved
+
 # One FK step as data for the code generator: path joint, kind, parent, offset (m),
 # column, coordinate axis (or -1), fixed rotation (or None), and the closure doing it.
 Step = tuple[int, int, int, Vec3, int, int, "Mat3 | None", Op]
@@ -270,12 +286,23 @@ class CompiledKinematics:
     place calls ``touch()`` before ``update()``.
     """
 
-    def __init__(self, skeleton: Skeleton, effectors: list[str]) -> None:
+    def __init__(self, skeleton: Skeleton, effectors: list[str],
+                 chain_lengths: Sequence[int] | None = None) -> None:
         self.effectors = list(effectors)
-        self.names = [node.name for node in union_chain(skeleton, self.effectors)]
+        paths = [path_to_root(skeleton.root, skeleton.joint(e)) for e in self.effectors]
+        lengths = [0] * len(paths) if chain_lengths is None else list(chain_lengths)
+        if len(lengths) != len(paths) or any(n < 0 for n in lengths):
+            raise ValueError("need one chain length >= 0 per effector")
+        # the joints each effector's solve may move: the last n of its path (n = 0: all),
+        # counted as Blender's IK constraint counts bones; the others on the paths are
+        # driven (their values come from outside, frame by frame: ``drive``)
+        self.chains = [[j.name for j in (path[-n:] if n else path)]
+                       for path, n in zip(paths, lengths, strict=True)]
+        solved = {name for chain in self.chains for name in chain}
+        self.names = [node.name for node in union_chain(skeleton, self.effectors)
+                      if _owner(node) in solved]
         self.n = len(self.names)
         col = {name: i for i, name in enumerate(self.names)}
-        paths = [path_to_root(skeleton.root, skeleton.joint(e)) for e in self.effectors]
         on_path = {j.name for path in paths for j in path}
         order = [name for name in skeleton.joints if name in on_path]  # parents first
         index = {name: i for i, name in enumerate(order)}
@@ -295,11 +322,21 @@ class CompiledKinematics:
         static: list[Op] = []
         steps: list[Step] = []
         moving: set[int] = set()
+        self.driven_names: list[str] = []
+        self._driven: dict[str, tuple[int, JointNode]] = {}
+        self._driven_local: list[tuple[Mat3 | None, Vec3]] = [(None, ZERO)] * len(order)
         for i, name in enumerate(order):
             j = skeleton.joints[name]
             parent = -1 if j.parent is None else index[j.parent.name]
             off: Vec3 = tuple(float(v) for v in j.local_offset)  # type: ignore[assignment]
-            if isinstance(j, RevoluteJoint | PrismaticJoint):
+            if name not in solved and j.get_dof() > 0:
+                self.driven_names.append(name)
+                self._driven[name] = (i, j)
+                self._driven_local[i] = (None, off)
+                op = _driven_op(f, i, parent, self._driven_local)
+                step = (i, DRIVEN, parent, off, -1, -1, None, op)
+                moving.add(i)
+            elif isinstance(j, RevoluteJoint | PrismaticJoint):
                 c = col[name]
                 axis: Vec3 = tuple(float(v) for v in j.axis)  # type: ignore[assignment]
                 ax = axis.index(1.0) if sorted(axis) == [0.0, 0.0, 1.0] else -1
@@ -340,14 +377,83 @@ class CompiledKinematics:
         self._ops = [st[7] for st in steps]  # the closures: the reference for the FK below
         self._fk = straight_line_fk(steps, f, self.q)
         self._eff_cols = [
-            [col[node.name] for j in path for node in _solver_nodes(j)] for path in paths
+            [col[node.name] for j in path for node in _solver_nodes(j) if node.name in col]
+            for path in paths
         ]
+        self._index = index
+        parents = [-1 if skeleton.joints[name].parent is None
+                   else index[skeleton.joints[name].parent.name] for name in order]
+        self._parents = parents
+        self._ancestors: dict[int, set[int]] = {}  # filled on demand (point_columns)
         for op in static:
             op()
         self.column_kinds = [info[0] for info in self._col_info]
         self._fresh = self._clipped = False
         self.read_from(skeleton)
         self.update()
+
+    # -- driven joints (on the paths, outside the solved chains) ------------------------
+    def drive(self, values: Mapping[str, Mapping[str, Any]]) -> None:
+        """Set driven joints from SPEC 3.3 entries (``angle`` rad, ``displacement`` m,
+        ``quaternion`` ``[w, x, y, z]``); joints not named keep their value. FK at the
+        next ``update()``."""
+        for name, entry in values.items():
+            found = self._driven.get(name)
+            if found is None:
+                continue
+            i, j = found
+            off: Vec3 = tuple(float(v) for v in j.local_offset)  # type: ignore[assignment]
+            if isinstance(j, RevoluteJoint):
+                rot = axis_angle_mat(tuple(float(v) for v in j.axis),  # type: ignore[arg-type]
+                                     float(entry["angle"]))
+                self._driven_local[i] = (rot, off)
+            elif isinstance(j, PrismaticJoint):
+                d = float(entry["displacement"])
+                ax, ay, az = (float(v) for v in j.axis)
+                self._driven_local[i] = (None, (off[0] + d * ax, off[1] + d * ay,
+                                                off[2] + d * az))
+            else:
+                w, x, y, z = (float(v) for v in entry["quaternion"])
+                self._driven_local[i] = (quat_mat(quat_unit((w, x, y, z))), off)
+        self._fresh = False
+
+    def joint_position(self, name: str) -> Vec3:
+        """World position (m) of a joint on the effectors' paths (FK must be current)."""
+        return self._frames.P[self._index[name]]
+
+    def point_columns(self, name: str) -> list[Vec3]:
+        """Per column the world velocity of joint ``name``'s position (m per rad or m;
+        zero for columns that do not move it). FK must be current."""
+        f = self._frames
+        target = self._index[name]
+        above = self._ancestors.get(target)
+        if above is None:
+            above, k = set(), self._parents[target]
+            while k >= 0:
+                above.add(k)
+                k = self._parents[k]
+            self._ancestors[target] = above
+        px, py, pz = f.P[target]
+        cols: list[Vec3] = [ZERO] * self.n
+        for c in range(self.n):
+            kind, i, ax, axis = self._col_info[c]
+            if i not in above and not (i == target and kind == PRISMATIC):
+                continue
+            r = f.V[c] if kind == VIRTUAL else f.R[i]
+            if ax >= 0:
+                zx, zy, zz = r[ax], r[3 + ax], r[6 + ax]
+            else:
+                a0, a1, a2 = axis
+                zx = r[0] * a0 + r[1] * a1 + r[2] * a2
+                zy = r[3] * a0 + r[4] * a1 + r[5] * a2
+                zz = r[6] * a0 + r[7] * a1 + r[8] * a2
+            if kind == PRISMATIC:
+                cols[c] = (zx, zy, zz)
+            else:
+                jx, jy, jz = f.P[i]
+                dx, dy, dz = px - jx, py - jy, pz - jz
+                cols[c] = (zy * dz - zz * dy, zz * dx - zx * dz, zx * dy - zy * dx)
+        return cols
 
     # -- FK ---------------------------------------------------------------------------
     def touch(self) -> None:
@@ -505,6 +611,10 @@ class CompiledKinematics:
         return out
 
     def read_from(self, skeleton: Skeleton) -> None:
+        """Take the state from the joint objects of ``skeleton`` (driven joints too)."""
+        if self.driven_names:
+            values = skeleton.joint_values()
+            self.drive({name: values[name] for name in self.driven_names})
         for c in range(self.n):
             node = self._node(skeleton, c)
             self.q[c] = float(node.q)
@@ -515,6 +625,12 @@ class CompiledKinematics:
             quat = skeleton.joints[name].quaternion  # type: ignore[attr-defined]
             self.quats[s] = (float(quat[0]), float(quat[1]), float(quat[2]), float(quat[3]))
         self._fresh = self._clipped = False
+
+
+def _owner(node: JointNode) -> str:
+    """The real joint a solver node belongs to (a virtual hinge's spherical joint)."""
+    sp = node.spherical_parent
+    return node.name if sp is None else sp.name
 
 
 def _solver_nodes(joint: JointNode) -> list[JointNode]:

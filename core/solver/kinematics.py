@@ -13,6 +13,8 @@ against.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
@@ -113,5 +115,43 @@ class CoordinateModel(FloatKinematics, Protocol):
     column_joint: list[tuple[str, int]]
     spherical_names: list[str]
 
+    chains: list[list[str]]  # per effector: the joints its solve moves, root first
+
     def touch(self) -> None:
         """The state lists were written in place: the next ``update()`` runs FK."""
+
+    def drive(self, values: Mapping[str, Mapping[str, Any]]) -> None:
+        """Set the joints on the paths that no chain solves (SPEC 3.3 entries)."""
+
+    def joint_position(self, name: str) -> tuple[float, float, float]:
+        """World position (m) of a joint on the effectors' paths."""
+        ...
+
+    def point_columns(self, name: str) -> list[tuple[float, float, float]]:
+        """Per column the world velocity (m per rad or m) of that joint's position."""
+        ...
+
+
+@dataclass(frozen=True)
+class Pole:
+    """Blender's IK pole for one effector's chain: the chain bends toward ``position``
+    (world, m), turned by ``angle`` (rad) about the line from the chain's first joint to
+    the target. A lower-priority objective: it moves the chain only in the null space of
+    the targets."""
+
+    position: tuple[float, float, float]
+    angle: float = 0.0
+
+
+class FrameTargets(list):  # type: ignore[type-arg]
+    """One frame's world 4x4 targets, one per effector (a list), with what else the frame
+    sets: ``driven`` joint values (SPEC 3.3 entries by joint name: joints on the paths
+    outside the solved chains, e.g. an animated spine) and ``poles`` (a :class:`Pole` or
+    None per effector)."""
+
+    def __init__(self, targets: Iterable[Any],
+                 driven: Mapping[str, Mapping[str, Any]] | None = None,
+                 poles: Sequence[Pole | None] | None = None) -> None:
+        super().__init__(targets)
+        self.driven = driven
+        self.poles = poles

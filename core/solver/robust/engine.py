@@ -13,8 +13,8 @@ from weakref import WeakKeyDictionary
 import numpy as np
 from numpy.typing import ArrayLike
 
-from ...floatmath import Quat, intrinsic_xyz, quat_mul, quat_unit
-from ..kinematics import PRISMATIC, VIRTUAL, CoordinateModel
+from ...floatmath import Quat, intrinsic_xyz, quat_mul, quat_unit, solve_spd
+from ..kinematics import PRISMATIC, VIRTUAL, CoordinateModel, Pole
 from ..settings import SolverSettings
 from .angles import Coords, angles_in_box, box_angles, quat_rotvec, same_rotation
 from .options import (
@@ -30,6 +30,38 @@ from .options import (
     checked_weights,
 )
 from .step import bounded_step, factor6, solve6
+
+POLE_SETTLE = 30  # iterations a converged solve may spend turning toward its poles
+POLE_TOLERANCE = 1e-4  # rad: a chain this close to its pole's swivel angle is done
+
+
+def _sub(a: Sequence[float], b: Sequence[float]) -> list[float]:
+    return [x - y for x, y in zip(a, b, strict=True)]
+
+
+def _dot(a: Sequence[float], b: Sequence[float]) -> float:
+    return sum(map(mul, a, b))
+
+
+def _cross(a: Sequence[float], b: Sequence[float]) -> list[float]:
+    return [a[1] * b[2] - a[2] * b[1], a[2] * b[0] - a[0] * b[2], a[0] * b[1] - a[1] * b[0]]
+
+
+def _norm(a: Sequence[float]) -> float:
+    return math.sqrt(_dot(a, a))
+
+
+def _unit(a: Sequence[float]) -> list[float] | None:
+    n = _norm(a)
+    return None if n < 1e-12 else [v / n for v in a]
+
+
+def _perp(a: Sequence[float], u: Sequence[float] | None) -> list[float]:
+    """``a`` without its component along the unit vector ``u`` (``a`` if ``u`` is None)."""
+    if u is None:
+        return list(a)
+    k = _dot(a, u)
+    return [v - k * w for v, w in zip(a, u, strict=True)]
 
 
 def stalled(history: list[float]) -> bool:
@@ -77,6 +109,8 @@ class Engine:
         self.theta: list[list[float]] = [[0.0, 0.0, 0.0] for _ in self.sph]
         self.scale = 1.0
         self.targets: list[tuple[tuple[float, ...], tuple[float, ...]]] = []
+        self.poles: Sequence[Pole | None] | None = None  # per effector, from the targets
+        self.pole_error = 0.0  # largest swivel angle (rad) a pole still asks for
         self.iterations = 0
         self._chord: tuple[list[Sequence[float]], tuple[float, ...]] | None = None
         self.canonical()
@@ -205,6 +239,12 @@ class Engine:
             (r0, r1, r2, p0), (r3, r4, r5, p1), (r6, r7, r8, p2) = np.asarray(
                 t, dtype=float)[:3].tolist()
             self.targets.append(((r0, r1, r2, r3, r4, r5, r6, r7, r8), (p0, p1, p2)))
+        driven = getattr(targets, "driven", None)  # a FrameTargets sets driven joints
+        if driven:
+            self.model.drive(driven)
+            self.model.update()
+        poles = getattr(targets, "poles", None)
+        self.poles = poles if poles and any(p is not None for p in poles) else None
 
     def measure(self) -> tuple[list[float], list[tuple[float, float]], float]:
         """Weighted residual (position rows over the scale), per-effector ``(m, rad)``
@@ -226,19 +266,24 @@ class Engine:
                 bad = max(bad, oe / self.otol)
         return rows, per, bad
 
+    def in_coords(self, jac: list[tuple[float, ...]]) -> None:
+        """Model columns -> columns in the coordinates ``x``, in place: a boxed spherical
+        joint's local-axis columns mixed into d/d(a, b, c) of Rx(a) Ry(b) Rz(c)."""
+        for s, (c1, c2, c3), boxed in self.sph:
+            if boxed:
+                _, b, g = self.theta[s]
+                cb, sb, cg, sg = math.cos(b), math.sin(b), math.cos(g), math.sin(g)
+                j1, j2, j3 = jac[c1], jac[c2], jac[c3]
+                jac[c1] = tuple(cg * cb * u - sg * cb * v + sb * t
+                                for u, v, t in zip(j1, j2, j3, strict=True))
+                jac[c2] = tuple(sg * u + cg * v for u, v in zip(j1, j2, strict=True))
+
     def columns(self) -> list[Sequence[float]]:
         """The weighted Jacobian by columns, in the coordinates ``x`` (world frame)."""
         model = self.model
         parts = [model.jacobian_columns(k) for k in range(len(self.weights))]
         for jac in parts:
-            for s, (c1, c2, c3), boxed in self.sph:
-                if boxed:  # d/d(a, b, c) of Rx(a) Ry(b) Rz(c): mix the local-axis columns
-                    _, b, g = self.theta[s]
-                    cb, sb, cg, sg = math.cos(b), math.sin(b), math.cos(g), math.sin(g)
-                    j1, j2, j3 = jac[c1], jac[c2], jac[c3]
-                    jac[c1] = tuple(cg * cb * u - sg * cb * v + sb * t
-                                    for u, v, t in zip(j1, j2, j3, strict=True))
-                    jac[c2] = tuple(sg * u + cg * v for u, v in zip(j1, j2, strict=True))
+            self.in_coords(jac)
         f0 = self.weights[0][0] / self.scale
         if self.single:
             wr = self.weights[0][1]
@@ -256,6 +301,91 @@ class Engine:
                     out[c] += (col[3] * wr, col[4] * wr, col[5] * wr)
         return out  # type: ignore[return-value]
 
+    def pole_motion(self) -> list[float]:
+        """The least-norm motion (coordinates) that turns each chain with a pole toward
+        it, and ``pole_error``: the largest swivel angle (rad) still asked for.
+
+        A chain's bend point is the mean of its joints between the first and the
+        effector; the swivel is its angle about the line from the first joint to the
+        target (world), measured against the pole's direction turned by ``pole.angle``.
+        The step solver keeps of this motion only what leaves the targets alone."""
+        model, d = self.model, [0.0] * self.n
+        self.pole_error = 0.0
+        for k, pole in enumerate(self.poles or ()):
+            bends = model.chains[k][1:-1]
+            if pole is None or not bends:
+                continue
+            r0 = model.joint_position(model.chains[k][0])
+            u = _unit(_sub(self.targets[k][1], r0))
+            b = [sum(v) / len(bends) for v in zip(*(model.joint_position(n) for n in bends),
+                                                    strict=True)]
+            bp = _perp(_sub(b, r0), u)
+            pp = _perp(_sub(pole.position, r0), u)
+            nb, npp = _norm(bp), _norm(pp)
+            if u is None or nb < 1e-9 or npp < 1e-9:
+                continue  # the pole or the bend lies on the line: no direction to turn to
+            ca, sa = math.cos(pole.angle), math.sin(pole.angle)
+            want = [ca * a + sa * c for a, c in zip(pp, _cross(u, pp), strict=True)]
+            phi = math.atan2(_dot(u, _cross(bp, want)), _dot(bp, want))
+            self.pole_error = max(self.pole_error, abs(phi))
+            n = [v / nb for v in _cross(u, bp)]  # the bend point's way of turning
+            cols: list[tuple[float, ...]] = [(0.0, 0.0, 0.0)] * self.n
+            for name in bends:
+                for c, col in enumerate(model.point_columns(name)):
+                    cols[c] = tuple(a + v / len(bends) for a, v in zip(cols[c], col,
+                                                                       strict=True))
+            self.in_coords(cols)
+            # the swivel's gradient within the targets' null space: the least-norm motion
+            # there that turns the bend point by phi (to first order)
+            jn = self.null_space([_dot(n, col) / nb for col in cols])
+            norm2 = sum(v * v for v in jn)
+            if norm2 > 1e-12:
+                for c in range(self.n):
+                    d[c] += phi * jn[c] / norm2
+        return d
+
+    def turn_to_poles(self) -> bool:
+        """One step toward the poles from a converged state: the null-space motion (line
+        search on its length), then plain iterations back onto the targets. True when
+        the swivel error went down and the targets are still met; False (state as before)
+        when the poles are met or no step helps."""
+        turn = self.pole_motion()
+        start = self.pole_error
+        if start < POLE_TOLERANCE:
+            return False
+        before, poles = self.save(), self.poles
+        alpha = 1.0
+        try:
+            self.poles = None  # the corrections below chase the targets alone
+            while alpha >= 1.0 / 64.0:
+                self.apply([alpha * v for v in turn])
+                if self.run(10):
+                    self.poles = poles
+                    self.pole_motion()
+                    if self.pole_error < start:
+                        return True
+                    self.poles = None
+                self.restore(before)
+                alpha *= 0.5
+        finally:
+            self.poles = poles
+        self.pole_error = start
+        return False
+
+    def null_space(self, d: list[float]) -> list[float]:
+        """``d`` without what it would change of the weighted targets: ``d - J+ J d``."""
+        cols = self.columns()
+        m = len(cols[0]) if cols else 0
+        if m == 0:
+            return d
+        a = [[sum(col[i] * col[j] for col in cols) + (1e-12 if i == j else 0.0)
+              for j in range(m)] for i in range(m)]
+        jd = [sum(col[i] * v for col, v in zip(cols, d, strict=True)) for i in range(m)]
+        y = solve_spd(a, jd)
+        if y is None:
+            return [0.0] * self.n
+        return [v - sum(map(mul, col, y)) for v, col in zip(d, cols, strict=True)]
+
     # -- one search ---------------------------------------------------------------------
     def run(self, budget: int, anchor: tuple[Coords, Sequence[Quat]] | None = None,
             settle: int = 0, chord: bool = False) -> bool:  # fmt: skip
@@ -266,6 +396,8 @@ class Engine:
         ``chord`` tries the last Jacobian computed (by a ``chord`` run) first.
         """
         opts = self.options
+        if self.poles:
+            settle = max(settle, POLE_SETTLE)
         e, per, bad = self.measure()
         cost = 0.5 * sum(map(mul, e, e))
         history = [bad]
@@ -279,8 +411,16 @@ class Engine:
                 return False
             used += 1
             self.iterations += 1
+            if self.poles and bad < 1.0:  # on target: turn the chains toward their poles
+                if not self.turn_to_poles():
+                    return True
+                e, per, bad = self.measure()
+                cost = 0.5 * sum(map(mul, e, e))
+                self.last_per = per
+                continue
             x = self.coords()
-            d = [0.0] * self.n if anchor is None else self.offsets(x, anchor)
+            # the poles say where the chains turn: no pull toward the anchor then
+            d = [0.0] * self.n if anchor is None or self.poles else self.offsets(x, anchor)
             if used == 1 and chord and self._chord is not None:
                 # a chord step: the previous solve's last Jacobian and factor (a warm
                 # frame moves little); kept only if it stays in the box and helps
