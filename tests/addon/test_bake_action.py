@@ -349,3 +349,22 @@ def test_key_reduction_holds_its_bound_in_joint_space(body):
     assert s.result_keys == reduced_keys and s.result_key_error <= 1e-3
     print(f"\nFIGURES key_reduction 1e-3: {reduced_keys} keys vs {full_keys} without "
           f"(largest joint error {worst:.3g})")
+
+
+def test_panel_shows_the_bake_options_with_tooltips(addon):
+    from types import SimpleNamespace
+    from unittest import mock
+
+    layout = mock.MagicMock()
+    addon.dhik_addon.panel.DHIK_PT_panel.draw(SimpleNamespace(layout=layout), bpy.context)
+    drawn = [c.args[1] for c in layout.mock_calls if c[0].endswith(".prop")]
+    for name in ("bake_action", "frame_step", "key_reduction"):
+        assert name in drawn
+    props = bpy.context.scene.dhik.bl_rna.properties
+    assert props["bake_action"].default == "CURRENT"
+    assert {i.identifier for i in props["bake_action"].enum_items} == {"CURRENT", "NEW"}
+    assert props["frame_step"].hard_min == 1 and props["key_reduction"].hard_min == 0.0
+    for name in ("bake_action", "frame_step", "key_reduction"):
+        assert props[name].name and len(props[name].description) > 20  # label and tooltip
+    for item in props["bake_action"].enum_items:
+        assert len(item.description) > 20
