@@ -127,6 +127,8 @@ class BakeJob:
     def apply(self, context: bpy.types.Context, result: BakeResult) -> KeyPlan:
         """Plan the keys, write animation.json (if asked), key the bones, mark unconverged
         frames; the key plan. Anything that can fail runs before Blender data changes."""
+        # An interactive bake solves in the background: the armature may be gone by now.
+        require_in_scene(scene_of(context), self.armature, "armature")
         plan = plan_keys(self.armature, self.maps, result.frames, self.solved,
                          self.frame_step, self.key_reduction)
         if self.animation_path:

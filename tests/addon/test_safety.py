@@ -268,3 +268,18 @@ def test_cancelled_bake_changes_nothing(mixed_files, addon):
     assert worker.finished() and worker.error is None
     assert scene_state() == before
     assert np.isfinite(job.frame_count)
+
+
+def test_armature_deleted_while_a_bake_solves(mixed_files, addon):
+    """The interactive bake solves in a worker thread; if the armature is deleted before
+    the keys are written, the bake stops with the error and writes nothing."""
+    ob, _ = _setup(*mixed_files)
+    bake_job = addon.dhik_addon.bake_job
+    job = bake_job.BakeJob.prepare(bpy.context)
+    result = job.solve()
+    _delete(ob)
+    before = scene_state()
+    with pytest.raises(Exception, match=f"{ob.name}.*not in scene"):
+        job.apply(bpy.context, result)
+    assert scene_state() == before
+    assert not bpy.context.scene.dhik.has_result
