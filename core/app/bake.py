@@ -286,6 +286,15 @@ def _frame_extras(
                                     "need 3 finite numbers (m)")
             if not math.isfinite(t.pole_angle):
                 raise DhikError(f"effector {t.name!r}: pole angle must be finite (rad)")
+    kinds = {name: j.get_dof() for name, j in skeleton.joints.items()}
+    for frame, entries in driven or ():
+        for name, entry in entries.items():
+            if name not in kinds:
+                raise DhikError(f"driven values, frame {frame}: no joint {name!r}")
+            want = {1: ("revolute", "prismatic"), 3: ("spherical",)}.get(kinds[name], ())
+            if entry.get("type") not in want:
+                raise DhikError(f"driven values, frame {frame}: joint {name!r} is not "
+                                f"{entry.get('type')!r}")
     values = _held(driven, numbers) if driven else [None] * len(numbers)
     poles = [
         None if t.pole is None else [Pole(tuple(float(v) for v in pos), t.pole_angle)

@@ -14,14 +14,14 @@ import argparse
 import math
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from typing import Any, TextIO
 
 from ..errors import DhikError
 from ..model.skeleton import Skeleton
 from ..solver.settings import SolverSettings
 from .bake import METHODS, BakeResult, EffectorTrack, simulate
-from .formats import load_skeleton, load_targets, save_animation
+from .formats import load_animation, load_skeleton, load_targets, save_animation
 from .jsonio import atomic_write_json
 from .trajectory import interpolate_keyframes
 
@@ -63,6 +63,17 @@ BAKE_OPTIONS: tuple[tuple[str, dict[str, Any]], ...] = (
                    "help": "spec method only (robust adapts its damping)"}),
     ("--no-line-search", {"action": "store_true",
                           "help": "spec method only (robust accepts or rejects whole steps)"}),
+    ("--chain-length", {"action": "append", "metavar": "[EFFECTOR=]N",
+                        "help": "solve only the N joints ending at the effector (as Blender's "
+                                "IK counts bones; 0: up to the root, the default); the joints "
+                                "above keep their --driven values; repeat per effector"}),
+    ("--pole", {"action": "append", "metavar": "[EFFECTOR=]X,Y,Z[@ANGLE]",
+                "help": "pole target (world, m): the chain bends toward it, turned by ANGLE "
+                        "(rad) about the line from its first joint to the target; robust "
+                        "method; needs a chain of 3 joints or more; repeat per effector"}),
+    ("--driven", {"metavar": "ANIMATION.json",
+                  "help": "values, frame by frame, of the joints the chains do not solve "
+                          "(an animation.json; a frame takes its latest earlier entry)"}),
 )
 
 
@@ -83,11 +94,17 @@ class BakeOptions:
     orientation_tolerance: float = _D.orientation_tolerance  # radians
     damping: float = _D.damping
     no_line_search: bool = False
+    chain_length: tuple[str, ...] = ()  # "[EFFECTOR=]N" each
+    pole: tuple[str, ...] = ()  # "[EFFECTOR=]X,Y,Z[@ANGLE]" each
+    driven: str | None = None  # animation.json
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> BakeOptions:
         """The options parsed by a parser that has :func:`add_bake_options`."""
-        return cls(**{f.name: getattr(args, f.name) for f in fields(cls)})
+        values = {f.name: getattr(args, f.name) for f in fields(cls)}
+        for name in ("chain_length", "pole"):
+            values[name] = tuple(values[name] or ())
+        return cls(**values)
 
     def settings(self) -> SolverSettings:
         return SolverSettings(
@@ -134,6 +151,51 @@ def bake_tracks(
     return out
 
 
+def _per_effector(specs: Sequence[str], names: list[str], option: str) -> dict[str, str]:
+    """``[EFFECTOR=]VALUE`` specs by effector; without a name, the single effector's."""
+    out: dict[str, str] = {}
+    for spec in specs:
+        name, sep, value = spec.rpartition("=")
+        if not sep:
+            if len(names) != 1:
+                raise DhikError(f"{option} {spec!r}: name the effector (EFFECTOR=...)")
+            name = names[0]
+        if name not in names:
+            raise DhikError(f"{option} {spec!r}: {name!r} is not a baked effector")
+        if name in out:
+            raise DhikError(f"{option}: effector {name!r} given twice")
+        out[name] = value
+    return out
+
+
+def with_chains(tracks: list[EffectorTrack], options: BakeOptions) -> list[EffectorTrack]:
+    """The tracks with ``--chain-length`` and ``--pole`` applied (DhikError if malformed)."""
+    names = [t.name for t in tracks]
+    lengths = _per_effector(options.chain_length, names, "--chain-length")
+    poles = _per_effector(options.pole, names, "--pole")
+    out = []
+    for t in tracks:
+        n, pole, angle = 0, None, 0.0
+        if t.name in lengths:
+            text = lengths[t.name]
+            if not text.isdigit():
+                raise DhikError(f"--chain-length {text!r}: must be an integer >= 0")
+            n = int(text)
+        if t.name in poles:
+            text = poles[t.name]
+            xyz, at, ang = text.partition("@")
+            try:
+                pos = tuple(float(v) for v in xyz.split(","))
+                angle = float(ang) if at else 0.0
+            except ValueError:
+                pos = ()
+            if len(pos) != 3 or not all(map(math.isfinite, (*pos, angle))):
+                raise DhikError(f"--pole {text!r}: expected X,Y,Z[@ANGLE] (finite m, rad)")
+            pole = [(0, pos)]
+        out.append(replace(t, chain_length=n, pole=pole, pole_angle=angle))
+    return out
+
+
 def run_bake(
     skeleton_path: str,
     targets: str | None,
@@ -149,10 +211,13 @@ def run_bake(
     DhikError on bad input (nothing written); the result's records are the report's.
     """
     skeleton = Skeleton(load_skeleton(skeleton_path))
-    effector_tracks = bake_tracks(skeleton, targets, effector, tracks)
+    effector_tracks = with_chains(bake_tracks(skeleton, targets, effector, tracks), options)
+    driven = None
+    if options.driven is not None:
+        driven = [(f["frame"], f["joints"]) for f in load_animation(options.driven)]
     result = simulate(
         skeleton, effector_tracks, None, options.settings(), not options.cold_start, progress,
-        method=options.method,
+        method=options.method, driven=driven,
     )
     save_animation(result.frames, output)
     if report:

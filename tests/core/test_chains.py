@@ -187,3 +187,70 @@ def test_point_columns_are_the_joint_position_derivatives() -> None:
             model.restore(state)
             model.update()
             assert np.allclose((plus - minus) / (2 * h), cols[c], atol=1e-7), (name, c)
+
+
+# ------------------------------------------------------------------- the dhik command
+
+
+def _files(tmp_path, n: int = 6):
+    """skeleton.json, targets.json (Euler in degrees) and a driven animation.json."""
+    import json
+
+    from dhik.rotations import matrix_to_euler_xyz
+
+    (tmp_path / "skeleton.json").write_text(json.dumps(ARM))
+    keys = [{"frame": f, "pos": list(t[:3, 3]), "euler": list(np.degrees(matrix_to_euler_xyz(
+        t[:3, :3])))} for f, t in hand_targets()[:n]]
+    (tmp_path / "targets.json").write_text(json.dumps(keys))
+    anim = [{"frame": f, "joints": spine(f)} for f in range(n)]
+    (tmp_path / "spine.json").write_text(json.dumps({"frames": anim}))
+    return [str(tmp_path / name) for name in ("skeleton.json", "targets.json", "spine.json")]
+
+
+def test_cli_chain_length_pole_and_driven(tmp_path) -> None:
+    from dhik.app.cli import main
+    from dhik.app.formats import load_animation
+
+    skel, targets, spine_json = _files(tmp_path)
+    out = tmp_path / "animation.json"
+    # position only (weights 1,0): the 4-DoF arm keeps one free turn for the pole
+    assert main(["bake", skel, "--target", f"Hand={targets}:1,0", "-o", str(out),
+                 "--chain-length", "Hand=3", "--driven", spine_json,
+                 "--pole", "Hand=0.5,-1,1@0.3", "--position-tolerance", "1e-6"]) == 0
+    frames = load_animation(out)
+    for frame, (_, target) in zip(frames, hand_targets(), strict=False):
+        assert frame["joints"]["Spine"] == spine(frame["frame"])["Spine"]
+        w = fk_of(frame)
+        assert np.linalg.norm(w["Hand"][:3, 3] - target[:3, 3]) < 1e-6
+        assert abs(swivel(w, np.array([0.5, -1.0, 1.0]), target, 0.3)) < 1e-3
+
+
+@pytest.mark.parametrize("extra, message", [
+    (["--chain-length", "x"], "--chain-length 'x': must be an integer >= 0"),
+    (["--chain-length", "Nope=2"], "'Nope' is not a baked effector"),
+    (["--pole", "1,2"], "expected X,Y,Z[@ANGLE]"),
+    (["--pole", "1,2,3@nan"], "expected X,Y,Z[@ANGLE]"),
+    (["--chain-length", "2", "--pole", "0,1,0"], "a pole needs a chain of 3 joints"),
+])
+def test_cli_chain_and_pole_faults(tmp_path, capsys, extra: list[str], message: str) -> None:
+    from dhik.app.cli import main
+
+    skel, targets, _ = _files(tmp_path, 2)
+    out = tmp_path / "animation.json"
+    assert main(["bake", skel, targets, "-o", str(out), *extra]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("dhik: error:") and message in err[0]
+    assert not out.exists()
+
+
+def test_driven_values_of_unknown_joints_are_refused(tmp_path, capsys) -> None:
+    import json
+
+    from dhik.app.cli import main
+
+    skel, targets, spine_json = _files(tmp_path, 2)
+    (tmp_path / "bad.json").write_text(json.dumps(
+        {"frames": [{"frame": 0, "joints": {"Knee": {"type": "revolute", "angle": 0.1}}}]}))
+    assert main(["bake", skel, targets, "-o", str(tmp_path / "a.json"), "--chain-length", "3",
+                 "--driven", str(tmp_path / "bad.json")]) == 2
+    assert "no joint 'Knee'" in capsys.readouterr().err
