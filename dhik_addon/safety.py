@@ -127,8 +127,8 @@ def check_applied_scale(ob: bpy.types.Object, defn: SkeletonDef) -> None:
 
 MAXFRAME = 1_048_574  # Blender's last frame (MAXFRAME in DNA_scene_types.h)
 FLT_MAX = 3.4028234e38  # Blender keeps locations, rotations and keys as float32
-KIND_OPERATORS = {"skeleton": "Import Skeleton", "targets": "Import Targets",
-                  "animation": "a bake (animation.json is output, not input)"}
+KIND_ADVICE = {"skeleton": "use Import Skeleton", "targets": "use Import Targets",
+               "animation": "animation.json is what a bake writes; it is not imported"}
 
 
 def require_kind(data: Any, source: str, kind: str) -> None:
@@ -136,7 +136,7 @@ def require_kind(data: Any, source: str, kind: str) -> None:
     found = detect_kind(data, source)
     if found != kind:
         raise DhikError.at(source, "", f"this is {_article(found)} {found} file, not "
-                           f"{_article(kind)} {kind} file; use {KIND_OPERATORS[found]}")
+                           f"{_article(kind)} {kind} file; {KIND_ADVICE[found]}")
 
 
 def _article(word: str) -> str:

@@ -219,8 +219,13 @@ def test_wrong_kind_of_file_is_named(mixed_files):
     before = scene_state()
     with pytest.raises(RuntimeError, match="this is a skeleton file, not a targets file"):
         bpy.ops.dhik.import_targets(filepath=str(skel))
-    with pytest.raises(RuntimeError, match="this is a targets file, not a skeleton file"):
+    with pytest.raises(RuntimeError, match="this is a targets file, not a skeleton file; use "
+                       "Import Targets"):
         bpy.ops.dhik.import_skeleton(filepath=str(tgt))
+    anim = write_json(skel.parent / "animation.json", {"frames": []})
+    with pytest.raises(RuntimeError, match="this is an animation file, not a targets file; "
+                       "animation.json is what a bake writes"):
+        bpy.ops.dhik.import_targets(filepath=str(anim))
     assert scene_state() == before
 
 
