@@ -259,10 +259,12 @@ def spd_solve(a: Array, b: Array) -> Array:
 
 def levenberg_marquardt(model: BatchedKinematics, problem: _Problem, q0: Array,
                         budget: int, rows: Array | None = None, pull: Array | None = None,
-                        pull_gain: float = 1.0) -> BatchResult:  # fmt: skip
+                        pull_gain: float = 1.0, polish: bool = False) -> BatchResult:  # fmt: skip
     """Run the batched LM from ``q0`` (k, n) for problems ``rows`` (default all, in
     order), at most ``budget`` iterations per row. ``pull`` (k, n): a reference the
-    step is damped toward (its null-space part survives), ``pull_gain`` of the way."""
+    step is damped toward (its null-space part survives), ``pull_gain`` of the way.
+    ``polish``: converged rows keep iterating (toward ``pull``) for the whole budget,
+    a step kept when it stays converged or lowers the error."""
     opts = problem.options
     lo, hi = model.lo, model.hi
     q = np.ascontiguousarray(np.clip(np.asarray(q0, dtype=float), lo, hi).T)  # (n, k)
@@ -285,7 +287,7 @@ def levenberg_marquardt(model: BatchedKinematics, problem: _Problem, q0: Array,
     hist = np.repeat(energy[None], window, axis=0)
     dead = np.zeros(k, dtype=bool)
     for it in range(budget):
-        act = np.flatnonzero(~conv & ~dead)
+        act = np.flatnonzero(~dead if polish else ~conv & ~dead)
         if act.size == 0:
             break
         every = act.size == k
@@ -347,8 +349,9 @@ def cold_start(model: BatchedKinematics) -> Array:
     lo, hi = model.lo, model.hi
     zero = np.clip(np.zeros(model.n), lo, hi)
     finite = np.isfinite(lo) & np.isfinite(hi) & (model.kinds == REVOLUTE)
-    mid = np.where(finite, 0.5 * (lo + hi), 0.0)
-    return np.where(finite, mid + 0.2 * (hi - mid), zero)  # type: ignore[no-any-return]
+    lo_f, hi_f = np.where(finite, lo, 0.0), np.where(finite, hi, 0.0)
+    mid = 0.5 * (lo_f + hi_f)
+    return np.where(finite, mid + 0.2 * (hi_f - mid), zero)  # type: ignore[no-any-return]
 
 
 def solve_many(model: BatchedKinematics, targets: ArrayLike,
