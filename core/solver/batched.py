@@ -114,7 +114,7 @@ def rotvec(e: Array) -> Array:
     return out  # type: ignore[no-any-return]
 
 
-class _Problem:
+class Problem:
     """Targets (batch last), weights and tolerances of B problems on one model."""
 
     def __init__(self, model: BatchedKinematics, targets: ArrayLike,
@@ -257,7 +257,7 @@ def spd_solve(a: Array, b: Array) -> Array:
     return np.stack(x)
 
 
-def levenberg_marquardt(model: BatchedKinematics, problem: _Problem, q0: Array,
+def levenberg_marquardt(model: BatchedKinematics, problem: Problem, q0: Array,
                         budget: int, rows: Array | None = None, pull: Array | None = None,
                         pull_gain: float = 1.0, polish: bool = False) -> BatchResult:  # fmt: skip
     """Run the batched LM from ``q0`` (k, n) for problems ``rows`` (default all, in
@@ -367,7 +367,7 @@ def solve_many(model: BatchedKinematics, targets: ArrayLike,
     smallest weighted error). Deterministic for a given ``options.seed``.
     """
     opts = options or BatchOptions()
-    problem = _Problem(model, targets, weights, opts)
+    problem = Problem(model, targets, weights, opts)
     b = problem.count
     start = np.broadcast_to(cold_start(model), (b, model.n)) if q0 is None else \
         np.asarray(q0, dtype=float).reshape(b, model.n)
@@ -395,7 +395,7 @@ def solve_many(model: BatchedKinematics, targets: ArrayLike,
     return res
 
 
-def _badness(problem: _Problem, pe: Array, re: Array) -> Array:
+def _badness(problem: Problem, pe: Array, re: Array) -> Array:
     """Per row: the largest counted error over its tolerance (below 1: converged)."""
     o = problem.options
     bp = np.where(problem.count_p, pe / o.position_tolerance, 0.0)  # pe, re: (B, m)

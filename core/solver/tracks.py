@@ -32,7 +32,7 @@ from .batched import (
     REVOLUTE,
     BatchedKinematics,
     BatchOptions,
-    _Problem,
+    Problem,
     cold_start,
     levenberg_marquardt,
     random_starts,
@@ -79,7 +79,7 @@ class _Track:
         self.batch = BatchOptions(position_tolerance=options.position_tolerance,
                                   orientation_tolerance=options.orientation_tolerance,
                                   seed=options.seed)
-        self.problem = _Problem(model, targets, weights, self.batch)
+        self.problem = Problem(model, targets, weights, self.batch)
         self.frames = self.problem.count
         self.rng = np.random.default_rng(options.seed)
         lo, hi = model.lo, model.hi
