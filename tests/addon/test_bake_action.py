@@ -368,3 +368,82 @@ def test_panel_shows_the_bake_options_with_tooltips(addon):
         assert props[name].name and len(props[name].description) > 20  # label and tooltip
     for item in props["bake_action"].enum_items:
         assert len(item.description) > 20
+
+
+def _metarig() -> bpy.types.Object | None:
+    """The Rigify human metarig (bundled with the bpy module), or None without Rigify."""
+    try:
+        bpy.ops.preferences.addon_enable(module="rigify")
+        bpy.ops.object.armature_human_metarig_add()
+    except (RuntimeError, AttributeError):
+        return None
+    ob = bpy.context.active_object
+    return ob if ob is not None and ob.type == "ARMATURE" else None
+
+
+def test_metarig_arm_bake_keeps_the_head_and_the_arm_outside_the_range():
+    """A rigger's rig: the head and neck keep their animation, the arm keeps its keys
+    outside the range, the Euler upper arm stays Euler, and only the chain is keyed."""
+    ob = _metarig()
+    if ob is None:
+        pytest.skip("this bpy has no Rigify human metarig")
+    pose = ob.pose.bones
+    arm = ("upper_arm.L", "forearm.L", "hand.L")
+    for f, a in [(0, 0.0), (40, 0.3), (90, -0.2), (140, 0.1)]:
+        for name in ("spine.004", "spine.006"):  # neck and head
+            pose[name].rotation_quaternion = Quaternion((0, 0, 1), a)
+            pose[name].keyframe_insert("rotation_quaternion", frame=f)
+    for f, a in [(0, 0.2), (5, 0.4), (135, -0.3), (140, 0.0)]:
+        pose["forearm.L"].rotation_quaternion = Quaternion((1, 0, 0), a)
+        pose["forearm.L"].keyframe_insert("rotation_quaternion", frame=f)
+    # An empty following the hand of an FK motion of the arm (set after the action plays).
+    goal = bpy.data.objects.new("goal", None)
+    bpy.context.collection.objects.link(goal)
+    goal.rotation_mode = "XYZ"
+    previous = None
+    for f in range(START, END + 1):
+        t = (f - START) / (END - START)
+        bpy.context.scene.frame_set(f)
+        pose["upper_arm.L"].rotation_quaternion = Quaternion((1, 0.3, 0.2), 0.3 + 0.6 * t)
+        pose["forearm.L"].rotation_quaternion = Quaternion((1, 0, 0), 0.2 + 0.8 * t)
+        pose["hand.L"].rotation_quaternion = Quaternion((0.3, 0, 1), 0.4 * t)
+        bpy.context.view_layer.update()
+        loc, rot, _scale = (ob.matrix_world @ pose["hand.L"].matrix).decompose()
+        previous = rot.to_euler("XYZ", previous) if previous else rot.to_euler("XYZ")
+        goal.location, goal.rotation_euler = loc, previous
+        goal.keyframe_insert("location", frame=f)
+        goal.keyframe_insert("rotation_euler", frame=f)
+    for name in arm:
+        pose[name].rotation_quaternion = (1, 0, 0, 0)
+    pose["upper_arm.L"].rotation_mode = "XYZ"
+    scene = bpy.context.scene
+    scene.frame_start, scene.frame_end = 0, 140
+    s = scene.dhik
+    s.armature, s.target, s.effector = ob, goal, "hand.L"
+    s.use_scene_range = False
+    s.frame_start, s.frame_end = START, END
+    before = snapshot(channelbag(ob))
+    head_before = local_rotations(ob, ["spine.004", "spine.006"], range(0, 141, 7))
+    bake()
+    after = snapshot(channelbag(ob))
+    for key, keys in before.items():
+        if '"forearm.L"' in key[0]:
+            assert [k[:2] for k in after[key] if not START <= k[0][0] <= END] == [
+                k[:2] for k in keys if not START <= k[0][0] <= END]
+        else:
+            assert after[key] == keys, key
+    keyed = {k[0].split('"')[1] for k in after if after[k] != before.get(k)}
+    assert set(arm) <= keyed and "spine.006" not in keyed and "hand.R" not in keyed
+    assert len(keyed) < 12  # the chain from the hand to the root, not all 159 bones
+    assert any(k[0] == 'pose.bones["upper_arm.L"].rotation_euler' for k in after)
+    assert pose["upper_arm.L"].rotation_mode == "XYZ"
+    for k, m in local_rotations(ob, ["spine.004", "spine.006"], range(0, 141, 7)).items():
+        assert np.allclose(m, head_before[k], atol=1e-7), k
+    for key, keys in after.items():
+        if key[0].endswith("rotation_euler"):
+            co = np.array([k[0][1] for k in keys])
+            assert np.abs(np.diff(co)).max() < 0.5, key
+    print(f"\nFIGURES metarig: {len(ob.pose.bones)} bones, {len(keyed)} keyed "
+          f"({', '.join(sorted(keyed))}); F-curves {len(before)} -> {len(after)}, "
+          f"{sum(after[k] == before[k] for k in before)} untouched; keys "
+          f"{sum(map(len, before.values()))} -> {sum(map(len, after.values()))}")
