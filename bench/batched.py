@@ -1,0 +1,199 @@
+"""Batched IK (issue 9, points 1-2) beside the robust engine, in one run.
+
+``.venv/bin/python bench/batched.py`` (about a minute on the 2-core VM). Rows per scene:
+A, cold solves of the benchmark's random reachable poses (bench/scenes.py, seed
+12345): ``solver.batched.solve_many`` as one batch, and ``robust.solve_robust`` one pose
+at a time from the T-pose; B, the benchmark's 2,000-frame trajectory (seed 2):
+``solver.tracks.solve_track`` and ``robust.solve_trajectory``; for arm7 also the ten
+random trajectories of bench/run.py (seeds 100-109). Every answer is re-checked with
+bench/refk.py (bench/run.py ``check``: 1e-5 m / 1e-4 rad AND within limits); flips are
+bench/run.py ``jumps`` (frames where a joint moves more than twice the largest true
+per-frame step of any joint / of its own).
+
+Times, microseconds per pose or frame: ``mean`` is the wall time of the call divided by
+the count. The robust engine's median and p99 are over its own per-pose (A) or per-frame
+(B, ``FrameSolution.seconds``) times. A batched call has no per-pose clock: its median
+and p99 attribute the wall time to the rows in proportion to their LM iterations
+(marked ``~``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+from run import FLIP_SEEDS, SEED_A, SEED_B, check, jumps  # noqa: E402
+from scenes import Scene, load_scenes  # noqa: E402
+
+
+def refk_values(values: dict[str, Any]) -> dict[str, Any]:
+    return {k: v.get("angle", v.get("displacement", v.get("quaternion")))
+            for k, v in values.items()}
+
+
+def stats(times_us: np.ndarray, approx: bool = False) -> dict[str, Any]:
+    return {"mean": float(np.mean(times_us)), "median": float(np.median(times_us)),
+            "p99": float(np.percentile(times_us, 99)), "approx": approx}
+
+
+def attributed(wall: float, iterations: np.ndarray) -> np.ndarray:
+    """Per-row share (us) of a batched call's wall time, by LM iterations (>= 1)."""
+    it = np.maximum(iterations.astype(float), 1.0)
+    return wall * 1e6 * it / it.sum()
+
+
+class Robust:
+    """The current engine: robust.solve_robust / solve_trajectory on CompiledKinematics."""
+
+    def __init__(self, scene: Scene) -> None:
+        from dhik.app.formats import parse_skeleton
+        from dhik.model.compiled import CompiledKinematics
+        from dhik.model.skeleton import Skeleton
+        from dhik.solver.settings import SolverSettings
+
+        self.sk = Skeleton(parse_skeleton(scene.skeleton))
+        self.model = CompiledKinematics(self.sk, [scene.effector])
+        self.s = SolverSettings(max_iterations=100, position_tolerance=1e-5,
+                                orientation_tolerance=1e-4)
+
+    def values(self) -> dict[str, Any]:
+        self.model.write_back(self.sk, fk=False)
+        return refk_values(self.sk.joint_values())
+
+    def cold(self, targets: list[np.ndarray]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+        from dhik.solver.robust import solve_robust
+
+        out, times = [], []
+        for t in targets:
+            self.model.reset()
+            t0 = time.perf_counter()
+            solve_robust(self.model, [t], self.s)
+            times.append((time.perf_counter() - t0) * 1e6)
+            out.append(self.values())
+        return out, stats(np.array(times))
+
+    def track(self, targets: list[np.ndarray]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+        from dhik.solver.robust import solve_trajectory
+
+        self.model.reset()
+        t0 = time.perf_counter()
+        frames = solve_trajectory(self.model, [[t] for t in targets], self.s)
+        wall = time.perf_counter() - t0
+        out = []
+        for fr in frames:
+            self.model.restore(fr.state)
+            self.model.update()
+            out.append(self.values())
+        own = np.array([fr.seconds for fr in frames]) * 1e6
+        st = stats(own if own.any() else np.full(len(targets), wall * 1e6 / len(targets)))
+        st["mean"] = wall * 1e6 / len(targets)  # the whole call, bridging included
+        return out, st
+
+
+class Batched:
+    """The new engine: solver.batched.solve_many / solver.tracks.solve_track."""
+
+    def __init__(self, scene: Scene) -> None:
+        from dhik.app.formats import parse_skeleton
+        from dhik.model.batched import BatchedModel
+
+        self.model = BatchedModel(parse_skeleton(scene.skeleton), [scene.effector])
+
+    def answers(self, q: np.ndarray) -> list[dict[str, Any]]:
+        return [refk_values(self.model.joint_values(row)) for row in q]
+
+    def cold(self, targets: list[np.ndarray]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+        from dhik.solver.batched import solve_many
+
+        t0 = time.perf_counter()
+        res = solve_many(self.model, np.array(targets)[:, None])
+        wall = time.perf_counter() - t0
+        st = stats(attributed(wall, res.iterations), approx=True)
+        st["mean"] = wall * 1e6 / len(targets)
+        return self.answers(res.q), st
+
+    def track(self, targets: list[np.ndarray]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+        from dhik.solver.tracks import solve_track
+
+        t0 = time.perf_counter()
+        res = solve_track(self.model, np.array(targets)[:, None])
+        wall = time.perf_counter() - t0
+        st = {"mean": wall * 1e6 / len(targets), "median": None, "p99": None,
+              "approx": True, "reported_jumps": len(res.jumps)}
+        return self.answers(res.q), st
+
+
+def row(scene: Scene, engine: str, workload: str, targets: list[np.ndarray],
+        answers: list[dict[str, Any]], st: dict[str, Any],
+        truth: np.ndarray | None) -> dict[str, Any]:  # fmt: skip
+    checks = [check(scene, v, t) for v, t in zip(answers, targets, strict=True)]
+    out = {"scene": scene.name, "engine": engine, "workload": workload, "n": len(targets),
+           "tight": sum(c["tight"] for c in checks) / len(checks), **st}
+    if truth is not None:
+        out["jumps"] = jumps(scene, answers, truth)
+    return out
+
+
+def fmt_us(v: Any, approx: bool) -> str:
+    return "—" if v is None else ("~" if approx else "") + f"{v:.0f}"
+
+
+def table(rows: list[dict[str, Any]]) -> str:
+    lines = ["| scene | engine | workload | n | success 1e-5 m / 1e-4 rad, limits | mean µs | "
+             "median µs | p99 µs | flips (any joint / own) | largest ratio |",
+             "|" + "---|" * 10]
+    for r in rows:
+        j = r.get("jumps")
+        flips = "—" if j is None else f"{j['overall']} / {j['per_channel']}"
+        ratio = "—" if j is None else f"{j['max_overall_ratio']:.1f}"
+        lines.append(f"| {r['scene']} | {r['engine']} | {r['workload']} | {r['n']} | "
+                     f"{100 * r['tight']:.1f}% | {r['mean']:.0f} | "
+                     f"{fmt_us(r['median'], r['approx'])} | {fmt_us(r['p99'], r['approx'])} | "
+                     f"{flips} | {ratio} |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--poses", type=int, default=1000)
+    parser.add_argument("--frames", type=int, default=2000)
+    parser.add_argument("--seeds", type=int, default=len(FLIP_SEEDS), help="random paths")
+    parser.add_argument("--scenes", nargs="*", default=None)
+    parser.add_argument("--engines", nargs="*", default=["batched", "robust"])
+    args = parser.parse_args(argv)
+    rows: list[dict[str, Any]] = []
+    started = time.perf_counter()
+    for scene in load_scenes():
+        if args.scenes and scene.name not in args.scenes:
+            continue
+        engines = {"batched": Batched, "robust": Robust}
+        a = scene.poses(args.poses, SEED_A)
+        paths = [("B", SEED_B)]
+        if scene.name == "arm7":
+            paths += [(f"seed {s}", s) for s in FLIP_SEEDS[: args.seeds]]
+        for name in args.engines:
+            eng = engines[name](scene)
+            answers, st = eng.cold(a)
+            rows.append(row(scene, name, "A (cold)", a, answers, st, None))
+            print(f"[{time.perf_counter() - started:5.0f} s] {scene.name} {name} A", flush=True)
+            for label, seed in paths:
+                truth = scene.trajectory_channels(args.frames, seed)
+                b = [scene.chain.fk(scene.values(x), scene.effector) for x in truth]
+                answers, st = eng.track(b)
+                rows.append(row(scene, name, label, b, answers, st, truth))
+                print(f"[{time.perf_counter() - started:5.0f} s] {scene.name} {name} {label}",
+                      flush=True)
+    print(table(rows))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
