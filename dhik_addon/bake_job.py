@@ -38,7 +38,7 @@ from .bake_keys import (
 from .joint_map import JointMap
 from .props import DHIK_PG_settings, settings
 from .safety import check_applied_scale, require_in_scene
-from .targets import armature_space_tracks
+from .targets import armature_space_tracks, joint_frame_track
 
 MARKER_NAME = "dhik: not converged"
 
@@ -110,7 +110,10 @@ class BakeJob:
         path = bpy.path.abspath(s.animation_path) if s.animation_path else ""
         objects = [target] + [r[1] for r in rows]
         per_target = armature_space_tracks(context, objects, ob, range(start, end + 1))
-        tracks = [EffectorTrack(main, per_target[0])] + [
+        # Targets show their bone's orientation; the core solves for the joint's frame.
+        per_target = [joint_frame_track(track, maps, name, ob) for track, name in
+                      zip(per_target, [main] + [r[0] for r in rows], strict=True)]
+        tracks = [EffectorTrack(main, per_target[0], *_main_weights(s))] + [
             EffectorTrack(name, frames, pos, rot)
             for (name, _ob, pos, rot), frames in zip(rows, per_target[1:], strict=True)
         ]
@@ -157,6 +160,19 @@ class BakeJob:
         s.result_keys = plan.key_count
         s.result_key_error = plan.max_error
         return plan
+
+
+def _main_weights(s: DHIK_PG_settings) -> tuple[float, float]:
+    """``(position, orientation)`` weight of the main effector (orientation 0: position
+    only); DhikError when both are 0, or weights other than 1 with the spec method."""
+    weights = (float(s.position_weight), float(s.orientation_weight))
+    if max(weights) <= 0.0:
+        raise DhikError.at("DHIK", "position_weight", "position and orientation weight of the "
+                           "main effector are both 0")
+    if s.method == "spec" and weights != (1.0, 1.0):
+        raise DhikError.at("DHIK", "orientation_weight" if weights[0] == 1.0 else
+                           "position_weight", "weights other than 1 need the Robust method")
+    return weights
 
 
 def _extra_rows(

@@ -15,6 +15,7 @@ import bpy
 from ..core.app.bake import BakeResult
 from ..core.errors import DhikError
 from .access import window_manager
+from .armature_read import skeleton_notes
 from .bake_job import BakeJob, BakeThread
 from .props import settings
 from .safety import bake_unavailable
@@ -53,6 +54,8 @@ class DHIK_OT_bake(bpy.types.Operator):
         level: Literal["INFO", "WARNING"] = (
             "INFO" if result.converged_count == len(result.records) else "WARNING"
         )
+        for note in skeleton_notes(job.armature):  # Blender IK settings kept approximately
+            self.report({"WARNING"}, f"Approximate: {note}")
         s = settings(context)
         self.report({level}, f"{s.result_summary}; {s.result_keys} keys on "
                     f"{len(job.solved)} bones (largest key error {s.result_key_error:.3g})")

@@ -23,11 +23,10 @@ from ..core.app.formats import (
 from ..core.app.jsonio import load_json
 from ..core.app.urdf import load_urdf
 from ..core.errors import DhikError
-from . import keying
 from .access import armature_data, scene_of
 from .animation import read_animation
 from .armature_build import create_armature
-from .armature_read import read_skeleton
+from .armature_read import read_skeleton, skeleton_notes
 from .props import active_armature, active_target, settings
 from .safety import (
     check_targets_for_blender,
@@ -35,7 +34,13 @@ from .safety import (
     object_unavailable,
     require_kind,
 )
-from .targets import create_target_empty, world_keyframes
+from .targets import (
+    bone_to_joint,
+    create_target_empty,
+    target_bone,
+    target_key_frames,
+    world_keyframes,
+)
 
 if TYPE_CHECKING:
     from .access import OperatorResult
@@ -154,6 +159,8 @@ class DHIK_OT_export_skeleton(bpy.types.Operator, _JsonExport):
         except DhikError as err:
             self.report({"ERROR"}, str(err))
             return {"CANCELLED"}
+        for note in skeleton_notes(ob):  # Blender IK settings kept only approximately
+            self.report({"WARNING"}, f"Approximate: {note}")
         self.report({"INFO"}, f"Wrote {self.filepath}")
         return {"FINISHED"}
 
@@ -169,6 +176,11 @@ class DHIK_OT_import_targets(bpy.types.Operator, _JsonImport):
         name="Set Frame Range", default=True,
         description="Set the scene's range to 0 .. last keyframe (the range dhik solves)",
     )
+    bone: StringProperty(  # type: ignore[valid-type]
+        name="Bone", default="",
+        description="Bone whose orientation the empty shows; the file holds its joint's "
+        "frames (empty: the panel's effector)",
+    )
 
     def execute(self, context: bpy.types.Context) -> OperatorResult:
         try:
@@ -176,6 +188,8 @@ class DHIK_OT_import_targets(bpy.types.Operator, _JsonImport):
             require_kind(data, self.filepath, "targets")
             keyframes = parse_targets(data, self.filepath)
             check_targets_for_blender(data, self.filepath)
+            bone = self.bone or target_bone(context, None)
+            to_joint = bone_to_joint(context, bone)
         except DhikError as err:
             self.report({"ERROR"}, str(err))
             return {"CANCELLED"}
@@ -183,7 +197,7 @@ class DHIK_OT_import_targets(bpy.types.Operator, _JsonImport):
         objects = {o.as_pointer() for o in bpy.data.objects}
         actions = {a.as_pointer() for a in bpy.data.actions}
         try:
-            ob = create_target_empty(context, keyframes, name)
+            ob = create_target_empty(context, keyframes, name, to_joint)
         except Exception:  # nothing half-made stays behind
             for a in [a for a in bpy.data.actions if a.as_pointer() not in actions]:
                 bpy.data.actions.remove(a)
@@ -195,6 +209,9 @@ class DHIK_OT_import_targets(bpy.types.Operator, _JsonImport):
             scene = scene_of(context)
             scene.frame_start = 0
             scene.frame_end = keyframes[-1].frame
+        if to_joint is None:
+            self.report({"WARNING"}, "No armature or effector chosen: the empty shows the "
+                        "file's joint frames, not the effector bone's orientation")
         self.report({"INFO"}, f"Imported {len(keyframes)} keyframes as {ob.name!r}")
         return {"FINISHED"}
 
@@ -227,11 +244,12 @@ class DHIK_OT_export_targets(bpy.types.Operator, _JsonExport):
                 start, end = settings(context).frame_range(scene_of(context))
                 frames = list(range(start, end + 1))
             else:
-                frames = keying.key_frames(ob)
+                frames = target_key_frames(ob)
             if not frames:
                 raise DhikError.at(f"object {ob.name!r}", "", "has no keyframes; "
                                    "key it or export every frame")
-            save_targets(world_keyframes(context, ob, frames), self.filepath)
+            to_joint = bone_to_joint(context, target_bone(context, ob))
+            save_targets(world_keyframes(context, ob, frames, to_joint), self.filepath)
         except DhikError as err:
             self.report({"ERROR"}, str(err))
             return {"CANCELLED"}

@@ -33,6 +33,13 @@ class DHIK_PT_panel(bpy.types.Panel):
         else:
             col.prop(s, "effector")
         col.prop(s, "target")
+        row = col.row(align=True)
+        row.prop(s, "position_weight", text="Position")
+        row.prop(s, "orientation_weight", text="Orientation")
+        if s.orientation_weight == 0.0:
+            col.label(text="Position only", icon="INFO")
+        if s.method == "spec" and (s.position_weight, s.orientation_weight) != (1, 1):
+            col.label(text="Weights other than 1 need the Robust method", icon="ERROR")
         col.row().prop(s, "method", expand=True)
         col.prop(s, "cold_start")
         col.prop(s, "use_scene_range")

@@ -92,6 +92,8 @@ class DHIK_PG_settings(bpy.types.PropertyGroup):
         armature: bpy.types.Object | None
         effector: str
         target: bpy.types.Object | None
+        position_weight: float
+        orientation_weight: float
         method: str
         cold_start: bool
         effectors: bpy.types.bpy_prop_collection_idprop[DHIK_PG_effector]
@@ -131,6 +133,16 @@ class DHIK_PG_settings(bpy.types.PropertyGroup):
         target: PointerProperty(
             name="Target", type=bpy.types.Object, poll=_not_armature,
             description="Object whose world position and rotation the effector follows",
+        )
+        position_weight: FloatProperty(
+            name="Position Weight", default=1.0, min=0.0, soft_max=10.0,
+            description="Weight of the effector's position error (0: ignore the position; "
+            "other than 1 needs the Robust method)",
+        )
+        orientation_weight: FloatProperty(
+            name="Orientation Weight", default=1.0, min=0.0, soft_max=10.0,
+            description="Weight of the effector's orientation error (0: position only, like "
+            "Blender's IK constraint without Rotation; other than 1 needs the Robust method)",
         )
         method: EnumProperty(
             name="Method", items=METHOD_ITEMS, default="robust",

@@ -167,13 +167,16 @@ def blender_joint_worlds(ob: Any, rest: dict[str, Any]) -> dict[str, Any]:
     """World 4x4 (numpy, metres) of each joint read from Blender's evaluated pose.
 
     Joint position = bone head; joint rotation = (bone world rotation) @ B_rest^-1 @ C_rest,
-    with ``rest[name]`` = C_rest, the joint's T-pose world rotation from the core.
+    with ``rest[name]`` = C_rest, the joint's T-pose world rotation from the core. Joints
+    without a bone (the fixed ``<bone>.rest`` joints of an inferred skeleton) are left out.
     """
     import numpy as np
 
     out = {}
     for name, c in rest.items():
-        pb = ob.pose.bones[name]
+        pb = ob.pose.bones.get(name)
+        if pb is None:
+            continue
         m = np.array(ob.matrix_world @ pb.matrix, dtype=float)
         b = np.array(pb.bone.matrix_local.to_3x3(), dtype=float)
         w = np.eye(4)
@@ -181,3 +184,73 @@ def blender_joint_worlds(ob: Any, rest: dict[str, Any]) -> dict[str, Any]:
         w[:3, 3] = m[:3, 3]
         out[name] = w
     return out
+
+
+def bone_world(ob: Any, bone: str) -> Any:
+    """World 4x4 (numpy) of pose bone ``bone``: what an Empty snapped to it shows."""
+    import numpy as np
+
+    return np.array(ob.matrix_world @ ob.pose.bones[bone].matrix, dtype=float)
+
+
+def keyed_root(target: Any) -> Any:
+    """The object that carries ``target``'s keys: its ``_keys`` parent for a target that
+    Import Targets turned to a bone's orientation, else the target itself."""
+    parent = target.parent
+    return parent if parent is not None and parent.name.endswith("_keys") else target
+
+
+# A hand-made arm with angled, rolled bones (armature space, metres; roll in radians):
+# fixed root, upper arm (all axes free, IK limit on X), forearm (hinge about its X, limited),
+# hand (lock_ik_y: X and Z free). The hand is the single leaf, the effector.
+ANGLED_ARM = [
+    ("root", (0.0, 0.0, 0.0), (0.0, 0.0, 1.0), 0.0, None),
+    ("upper_arm", (0.2, 0.0, 1.4), (0.45, 0.08, 1.15), 0.7, "root"),
+    ("forearm", (0.45, 0.08, 1.15), (0.62, -0.05, 0.93), 1.1, "upper_arm"),
+    ("hand", (0.62, -0.05, 0.93), (0.70, -0.14, 0.86), -0.5, "forearm"),
+]
+UPPER_ARM_X = (-0.6, 0.9)  # rad, IK limit on the upper arm's X axis
+FOREARM_X = (0.0, 2.3)  # rad, IK limit of the forearm hinge
+
+
+def build_angled_arm(name: str = "arm"):
+    """The ANGLED_ARM armature (quaternion rotation mode), linked and active."""
+    import bpy
+
+    arm = bpy.data.armatures.new(name)
+    ob = bpy.data.objects.new(name, arm)
+    bpy.context.collection.objects.link(ob)
+    bpy.context.view_layer.objects.active = ob
+    bpy.ops.object.mode_set(mode="EDIT")
+    for bone, head, tail, roll, parent in ANGLED_ARM:
+        eb = arm.edit_bones.new(bone)
+        eb.head, eb.tail, eb.roll = head, tail, roll
+        if parent:
+            eb.parent = arm.edit_bones[parent]
+            eb.use_connect = parent != "root"
+    bpy.ops.object.mode_set(mode="OBJECT")
+    pose = ob.pose.bones
+    upper = pose["upper_arm"]
+    upper.use_ik_limit_x = True
+    upper.ik_min_x, upper.ik_max_x = UPPER_ARM_X
+    fore = pose["forearm"]
+    fore.lock_ik_y = fore.lock_ik_z = True
+    fore.use_ik_limit_x = True
+    fore.ik_min_x, fore.ik_max_x = FOREARM_X
+    pose["hand"].lock_ik_y = True
+    for pb in pose:
+        pb.rotation_mode = "QUATERNION"
+    return ob
+
+
+def build_metarig():
+    """The Rigify human metarig (rigify is bundled with the bpy module), or None."""
+    import bpy
+
+    try:
+        bpy.ops.preferences.addon_enable(module="rigify")
+        bpy.ops.object.armature_human_metarig_add()
+    except (RuntimeError, AttributeError):
+        return None
+    ob = bpy.context.active_object
+    return ob if ob is not None and ob.type == "ARMATURE" else None

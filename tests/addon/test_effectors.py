@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 from addon_helpers import (
     TWO_ARMS,
-    blender_joint_worlds,
+    bone_world,
     export_skeleton,
     reachable_targets,
     two_arm_poses,
@@ -45,9 +45,9 @@ def _two_arm_scene(
     assert bpy.ops.dhik.import_skeleton(filepath=str(skel)) == {"FINISHED"}
     s = bpy.context.scene.dhik
     assert s.effector == ""  # two leaves: the main effector must be chosen
-    for name, keys in (("left", left), ("right", right)):
+    for name, keys, bone in (("left", left, "LHand"), ("right", right, "RHand")):
         path = write_json(tmp_path / "arms" / f"{name}.json", keys)
-        assert bpy.ops.dhik.import_targets(filepath=str(path)) == {"FINISHED"}
+        assert bpy.ops.dhik.import_targets(filepath=str(path), bone=bone) == {"FINISHED"}
     ob = s.armature
     left_ob, right_ob = bpy.data.objects["left_target"], bpy.data.objects["right_target"]
     s.effector, s.target = "LHand", left_ob
@@ -66,14 +66,13 @@ def _bake(tmp_path: Path) -> Path:
 
 def _errors(core: Any, ob: bpy.types.Object, effector: str,
             target: bpy.types.Object) -> dict[int, tuple[float, float]]:
-    """Per baked frame: (position m, orientation rad) error of ``effector`` against
-    ``target``, both read from Blender's evaluated matrices."""
-    skel = core.Skeleton(core.formats.load_skeleton(export_skeleton(ob)))
-    rest = {n: w[:3, :3] for n, w in skel.world_transforms().items()}
+    """Per baked frame: (position m, orientation rad) error of ``effector``'s bone against
+    ``target`` (which shows the bone's orientation), both read from Blender's evaluated
+    matrices."""
     out = {}
     for f in FRAMES:
         bpy.context.scene.frame_set(f)
-        eff = blender_joint_worlds(ob, rest)[effector]
+        eff = bone_world(ob, effector)
         t = np.array(target.matrix_world, dtype=float)
         dp = float(np.linalg.norm(t[:3, 3] - eff[:3, 3]))
         dr = float(np.linalg.norm(core.rotations.matrix_to_rotvec(t[:3, :3] @ eff[:3, :3].T)))
@@ -165,16 +164,21 @@ def test_bake_equals_core_simulate(tmp_path, core, addon, monkeypatch, method, c
     monkeypatch.setattr(bake_job, "simulate", recording_simulate)
     anim = _bake(tmp_path)
     (tracks,) = seen
-    # The inputs: one track per effector, targets = Blender's evaluated empties.
+    # The inputs: one track per effector, targets = Blender's evaluated empties turned
+    # from the bone's orientation to the joint's frame (@ B^T C, B the bone's rest
+    # rotation, C the joint's from the core's FK at the T-pose).
     assert [(t.name, t.pos_weight, t.rot_weight) for t in tracks] == [
         ("LHand", 1.0, 1.0), ("RHand", 1.0, 1.0)]
+    skeleton = core.Skeleton(core.formats.load_skeleton(export_skeleton(ob)))
+    rest = skeleton.world_transforms()
     for track, empty in zip(tracks, (left, right), strict=True):
         assert [f for f, _m in track.targets] == FRAMES
+        n = np.eye(4)
+        b = np.array(ob.data.bones[track.name].matrix_local.to_3x3(), dtype=float)
+        n[:3, :3] = b.T @ rest[track.name][:3, :3]
         for f, m in track.targets:
             bpy.context.scene.frame_set(f)
-            assert np.allclose(m, np.array(empty.matrix_world, dtype=float), atol=1e-6)
-
-    skeleton = core.Skeleton(core.formats.load_skeleton(export_skeleton(ob)))
+            assert np.allclose(m, np.array(empty.matrix_world, dtype=float) @ n, atol=1e-6)
     settings = s.solver_settings()  # the panel's values (float32 properties)
     results = {
         (m, cold): core.bake.simulate(skeleton, tracks, None, settings, not cold, method=m)

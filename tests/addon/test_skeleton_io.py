@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import bpy
@@ -84,21 +85,42 @@ def test_export_is_lossless(mixed_files, core, tmp_path):
 
 
 def test_export_infers_joints_of_a_plain_rig(tmp_path, core):
-    """A rig made in Blender: locks and limits become joint types and limits."""
+    """A rig made in Blender: locks and limits become joint types and limits.
+
+    The hip (Y locked, X limited) is a spherical joint in its bone's axes: a fixed
+    ``hip.rest`` joint carries the bone's rest rotation (bone X = world X, bone Y =
+    world Z, bone Z = -world Y: +90 degrees about X), so the knee below sees that frame.
+    """
     ob = build_plain_rig()
     bpy.context.scene.dhik.armature = ob
     out = tmp_path / "rig.json"
     assert bpy.ops.dhik.export_skeleton(filepath=str(out)) == {"FINISHED"}
-    joints = {j["name"]: j for j in json.loads(out.read_text())["joints"]}
+    data = json.loads(out.read_text())
+    names = [j["name"] for j in data["joints"]]
+    assert names == ["root", "hip.rest", "hip", "knee", "toe"]
+    joints = {j["name"]: j for j in data["joints"]}
     assert joints["root"]["type"] == "fixed" and joints["toe"]["type"] == "fixed"
-    assert joints["knee"]["type"] == "revolute"
-    assert np.allclose(joints["knee"]["axis"], [1, 0, 0], atol=1e-6)
-    assert joints["knee"]["limits"] == pytest.approx([-0.5, 2.0])
-    assert np.allclose(joints["knee"]["offset"], [0, 0, 0.8], atol=1e-6)
-    assert joints["hip"]["type"] == "spherical"
-    # hip: bone X = world X (limited), bone Y = world Z (locked), bone Z = -Y world (free).
-    lim = joints["hip"]["limits"]
-    assert lim[0] == pytest.approx([-1.0, 1.0]) and lim[1] is None and lim[2] == [0.0, 0.0]
+    rest = joints["hip.rest"]
+    assert rest["type"] == "fixed" and rest["parent"] == "root"
+    assert np.allclose(rest["offset"], [0, 0, 0.2], atol=1e-6)
+    h = math.sqrt(0.5)
+    assert np.allclose(rest["quaternion"], [h, h, 0, 0], atol=1e-6)
+    hip = joints["hip"]
+    assert hip["type"] == "spherical" and hip["parent"] == "hip.rest"
+    assert np.allclose(hip["offset"], [0, 0, 0], atol=1e-12)
+    # limits per bone axis: X limited, Y locked, Z free
+    assert hip["limits"][0] == pytest.approx([-1.0, 1.0])
+    assert hip["limits"][1] == [0.0, 0.0] and hip["limits"][2] is None
+    knee = joints["knee"]
+    assert knee["type"] == "revolute"
+    assert np.allclose(knee["axis"], [1, 0, 0], atol=1e-6)
+    assert knee["limits"] == pytest.approx([-0.5, 2.0])
+    assert np.allclose(knee["offset"], [0, 0.8, 0], atol=1e-6)  # the hip bone's Y is world Z
+    # FK of the exported skeleton puts every joint on its bone's head.
+    skel = core.Skeleton(core.formats.load_skeleton(out))
+    worlds = skel.world_transforms()
+    for bone in ob.data.bones:
+        assert np.allclose(worlds[bone.name][:3, 3], np.array(bone.head_local), atol=1e-6)
 
 
 def test_invalid_skeleton_reports_and_changes_nothing(tmp_path):
