@@ -21,7 +21,10 @@ class DhikError(ValueError):
 
     def __init__(self, source: object, path: str | None = None, problem: str | None = None):
         if problem is None:  # DhikError(message) or DhikError(source, problem)
-            source, path, problem = ("", "", source) if path is None else (source, "", path)
+            if path is None:
+                source, path, problem = "", "", str(source)
+            else:
+                source, path, problem = source, "", path
         self.source = str(source)
         self.path = str(path)
         self.problem = str(problem)

@@ -184,15 +184,17 @@ def simulate(
                          for name, (pe, oe) in zip(names, per, strict=True)})
         )
         values = model.joint_values(state)  # from the saved state: no FK, no joint objects
-        if extras is not None and frame_targets.driven:
-            values = {**frame_targets.driven, **values}
+        frame_driven = getattr(frame_targets, "driven", None)
+        if frame_driven:
+            values = {**frame_driven, **values}
         frames.append({"frame": frame, "joints": {name: values.get(name, entry)
                                                   for name, entry in fixed.items()}})
     if solved:
         model.restore(solved[-1][0])
         model.update()
-    if extras is not None and per_frame and per_frame[-1].driven:
-        skeleton.set_joint_values(dict(per_frame[-1].driven))  # driven joints: last frame's
+    last_driven = getattr(per_frame[-1], "driven", None) if per_frame else None
+    if last_driven:
+        skeleton.set_joint_values(dict(last_driven))  # driven joints: last frame's
     model.write_back(skeleton)  # the last frame's pose, FK current
     align_quaternion_signs(frames)
     return BakeResult(records, frames, ",".join(names), method, time.perf_counter() - start,
@@ -225,6 +227,7 @@ def _as_tracks(
     skeleton: Skeleton, targets: Sequence[Target] | Sequence[EffectorTrack], effector: str | None
 ) -> list[EffectorTrack]:
     """The effector tracks of a simulate call, checked (DhikError on bad input)."""
+    tracks: list[EffectorTrack]
     if targets and isinstance(targets[0], EffectorTrack):
         tracks = list(targets)  # type: ignore[arg-type]
         if effector is not None:
@@ -246,6 +249,10 @@ def _as_tracks(
         if not isinstance(t.chain_length, int) or t.chain_length < 0:
             raise DhikError(f"effector {t.name!r}: chain length must be an integer >= 0")
     return tracks
+
+
+def _xyz(v: Sequence[float]) -> tuple[float, float, float]:
+    return float(v[0]), float(v[1]), float(v[2])
 
 
 def _held(track: Sequence[tuple[int, Any]], numbers: list[int]) -> list[Any]:
@@ -297,7 +304,7 @@ def _frame_extras(
                                 f"{entry.get('type')!r}")
     values = _held(driven, numbers) if driven else [None] * len(numbers)
     poles = [
-        None if t.pole is None else [Pole(tuple(float(v) for v in pos), t.pole_angle)
+        None if t.pole is None else [Pole(_xyz(pos), t.pole_angle)
                                      for pos in _held(t.pole, numbers)]
         for t in tracks
     ]

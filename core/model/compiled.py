@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 from numpy.typing import NDArray
@@ -39,6 +39,8 @@ from .skeleton import Skeleton
 from .spherical import SphericalJoint
 
 Array = NDArray[np.float64]
+# a save(): per column q and current limits, per spherical joint its quaternion
+State = tuple[list[float], list[float], list[float], list[Quat]]
 
 # ----------------------------------------------------------------------- compiled model
 
@@ -286,6 +288,13 @@ class CompiledKinematics:
     place calls ``touch()`` before ``update()``.
     """
 
+    q: list[float]
+    lo: list[float]
+    hi: list[float]
+    lo0: list[float]
+    hi0: list[float]
+    quats: list[Quat]
+
     def __init__(self, skeleton: Skeleton, effectors: list[str],
                  chain_lengths: Sequence[int] | None = None) -> None:
         self.effectors = list(effectors)
@@ -322,6 +331,7 @@ class CompiledKinematics:
         static: list[Op] = []
         steps: list[Step] = []
         moving: set[int] = set()
+        step: Step
         self.driven_names: list[str] = []
         self._driven: dict[str, tuple[int, JointNode]] = {}
         self._driven_local: list[tuple[Mat3 | None, Vec3]] = [(None, ZERO)] * len(order)
@@ -345,7 +355,7 @@ class CompiledKinematics:
                 else:
                     kind, op = PRISMATIC, _prismatic_op(f, i, parent, off, self.q, c, axis)
                 self._col_info[c] = (kind, i, ax, axis)
-                step: Step = (i, kind, parent, off, c, ax, None, op)
+                step = (i, kind, parent, off, c, ax, None, op)
                 self.column_joint[c] = (name, -1)
                 if j.limits is not None:
                     self.lo0[c], self.hi0[c] = j.limits
@@ -381,8 +391,10 @@ class CompiledKinematics:
             for path in paths
         ]
         self._index = index
-        parents = [-1 if skeleton.joints[name].parent is None
-                   else index[skeleton.joints[name].parent.name] for name in order]
+        parents = []
+        for name in order:
+            up = skeleton.joints[name].parent
+            parents.append(-1 if up is None else index[up.name])
         self._parents = parents
         self._ancestors: dict[int, set[int]] = {}  # filled on demand (point_columns)
         for op in static:
@@ -559,7 +571,7 @@ class CompiledKinematics:
         return (self.q[:], self.lo[:], self.hi[:], self.quats[:])
 
     def restore(self, state: object) -> None:
-        q, lo, hi, quats = state  # type: ignore[misc]
+        q, lo, hi, quats = cast(State, state)
         self.q[:] = q
         self.lo[:] = lo
         self.hi[:] = hi
@@ -592,7 +604,7 @@ class CompiledKinematics:
         ``save()`` state, without FK: what ``write_back`` + ``Skeleton.joint_values`` give
         (increments at or above the sync threshold folded in). Joints off the effectors'
         paths are not included."""
-        q, _, _, quats = state  # type: ignore[misc]
+        q, _, _, quats = cast(State, state)
         out: dict[str, dict[str, Any]] = {}
         for c, (name, k) in enumerate(self.column_joint):
             if k < 0:

@@ -7,6 +7,7 @@ Units: metres and radians.
 from __future__ import annotations
 
 import math
+from typing import Any, cast
 
 import numpy as np
 from numpy.typing import NDArray
@@ -101,7 +102,8 @@ class ObjectKinematics:
         return lo, hi
 
     def increments(self) -> Array:
-        return np.array([node.q for node in self.nodes], dtype=float)  # type: ignore[attr-defined]
+        return np.array([node.q for node in self.nodes],  # type: ignore[attr-defined]
+                        dtype=np.float64)
 
     def save(self) -> object:
         return (
@@ -110,7 +112,7 @@ class ObjectKinematics:
         )
 
     def restore(self, state: object) -> None:
-        values, quats = state  # type: ignore[misc]
+        values, quats = cast(tuple[list[tuple[float, Any]], list[Array]], state)
         for node, (q, limits) in zip(self.nodes, values, strict=True):
             node.q = q  # type: ignore[attr-defined]
             node.limits = limits  # type: ignore[attr-defined]

@@ -52,7 +52,7 @@ class _FloatStepper:
         dx: list[float] = []
         errs = []
         for k, (tr, tp) in enumerate(self.targets):
-            e = self.model.pose_error(k, tr, tp)  # type: ignore[arg-type]
+            e = self.model.pose_error(k, tr, tp)
             dx.extend(e)
             errs.append((math.sqrt(e[0] * e[0] + e[1] * e[1] + e[2] * e[2]),
                          math.sqrt(e[3] * e[3] + e[4] * e[4] + e[5] * e[5])))

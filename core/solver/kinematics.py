@@ -143,7 +143,7 @@ class Pole:
     angle: float = 0.0
 
 
-class FrameTargets(list):  # type: ignore[type-arg]
+class FrameTargets(list[Any]):
     """One frame's world 4x4 targets, one per effector (a list), with what else the frame
     sets: ``driven`` joint values (SPEC 3.3 entries by joint name: joints on the paths
     outside the solved chains, e.g. an animated spine) and ``poles`` (a :class:`Pole` or

@@ -449,10 +449,10 @@ class Engine:
                 self._chord = None if low6 is None else (cols, low6)
             while True:  # until a step lowers the cost
                 w = multiplier * opts.damping * cost + opts.damping_floor
-                dx = bounded_step(cols, e, x, self.lo, self.hi, w, d)
-                if dx is not None:
+                trial = bounded_step(cols, e, x, self.lo, self.hi, w, d)
+                if trial is not None:
                     before = self.save()
-                    self.apply(dx)
+                    self.apply(trial)
                     e_new, per_new, bad_new = self.measure()
                     cost_new = 0.5 * sum(map(mul, e_new, e_new))
                     if cost_new < cost or (bad < 1.0 and bad_new < 1.0):
