@@ -32,6 +32,7 @@ from .bake_keys import (
     check_effector_moves,
     plan_keys,
     solved_joints,
+    values_before,
     write_current,
     write_new,
 )
@@ -132,8 +133,11 @@ class BakeJob:
         frames; the key plan. Anything that can fail runs before Blender data changes."""
         # An interactive bake solves in the background: the armature may be gone by now.
         require_in_scene(scene_of(context), self.armature, "armature")
+        before = None
+        if self.bake_action == "CURRENT" and result.frames:
+            before = values_before(self.armature, self.solved, result.frames[0]["frame"])
         plan = plan_keys(self.armature, self.maps, result.frames, self.solved,
-                         self.frame_step, self.key_reduction)
+                         self.frame_step, self.key_reduction, before)
         if self.animation_path:
             save_animation(result.frames, self.animation_path)
         if self.bake_action == "NEW":

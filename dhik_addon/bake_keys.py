@@ -114,13 +114,16 @@ class KeyPlan:
 def plan_keys(
     ob: bpy.types.Object, maps: dict[str, JointMap], frames: Sequence[dict],
     solved: Sequence[str], frame_step: int = 1, key_reduction: float = 0.0,
+    before: dict[str, np.ndarray] | None = None,
 ) -> KeyPlan:
     """Keys of the ``solved`` joints' bones for animation.json-style ``frames``.
 
     Rotation keys follow each bone's rotation mode; prismatic joints key ``location``.
     Candidate frames are every ``frame_step``-th solved frame and the last one; with
     ``key_reduction > 0`` only the keys needed to stay within that joint error (rad or
-    m) of the solved values at the candidate frames are kept.
+    m) of the solved values at the candidate frames are kept. ``before`` (see
+    :func:`values_before`): the rotation channel just before the range, which the new
+    keys continue (same Euler turns, quaternion sign).
     """
     if frame_step < 1:
         raise DhikError.at("DHIK", "frame_step", f"must be >= 1, got {frame_step}")
@@ -140,13 +143,35 @@ def plan_keys(
         else:
             mode = bones[name].rotation_mode
             kind = mode if mode in kc.KINDS else kc.QUATERNION
-            prop, values = rotation_prop(mode), kc.rotation_channel(kind, raw)
+            start = None if before is None else before.get(name)
+            prop, values = rotation_prop(mode), kc.rotation_channel(kind, raw, start)
         cand_frames, cand_values = numbers[pick], values[pick]
         kept = kc.reduce_keys(kind, cand_frames, cand_values, key_reduction)
         error = kc.max_key_error(kind, cand_frames, cand_values, kept)
         plan.bones.append(BoneKeys(name, prop, kind, cand_frames[kept], cand_values[kept],
                                    len(frames), error))
     return plan
+
+
+def values_before(
+    ob: bpy.types.Object, solved: Sequence[str], start: int
+) -> dict[str, np.ndarray]:
+    """Per solved bone, its rotation channel (in its rotation mode) on frame ``start - 1``
+    from the current action's F-curves, when all of them have a key before ``start``."""
+    cb = keying.assigned_channelbag(ob)
+    if cb is None:
+        return {}
+    bones = pose_of(ob).bones
+    out: dict[str, np.ndarray] = {}
+    for name in solved:
+        pb = bones[name]
+        prop = rotation_prop(pb.rotation_mode)
+        path = pb.path_from_id(prop)
+        curves = [cb.fcurves.find(path, index=i) for i in range(len(REST[prop]))]
+        if all(fc is not None and len(fc.keyframe_points)
+               and fc.keyframe_points[0].co[0] < start for fc in curves):
+            out[name] = np.array([fc.evaluate(start - 1) for fc in curves if fc is not None])
+    return out
 
 
 # --------------------------------------------------------------------------- writing

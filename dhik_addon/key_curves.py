@@ -113,9 +113,12 @@ def channel_errors(kind: str, got: Array, want: Array) -> Array:
 # --------------------------------------------------------------------------- continuity
 
 
-def continuous_quaternions(q: Array) -> Array:
-    """Quaternions ``(n, 4)`` flipped so each has a non-negative dot with the previous."""
+def continuous_quaternions(q: Array, start: Sequence[float] | None = None) -> Array:
+    """Quaternions ``(n, 4)`` flipped so each has a non-negative dot with the previous
+    (the first one: with ``start``, when given)."""
     out = np.array(q, dtype=float)
+    if start is not None and len(out) and float(out[0] @ np.asarray(start, dtype=float)) < 0:
+        out[0] = -out[0]
     for i in range(1, len(out)):
         if float(out[i] @ out[i - 1]) < 0.0:
             out[i] = -out[i]
@@ -190,13 +193,17 @@ def quaternions_to_axis_angle(q: Array, start: Sequence[float] | None = None) ->
     return out
 
 
-def rotation_channel(kind: str, quaternions: Array) -> Array:
-    """Channel rows of ``kind`` (continuous) for the solved channel ``quaternions``."""
+def rotation_channel(
+    kind: str, quaternions: Array, start: Sequence[float] | None = None
+) -> Array:
+    """Channel rows of ``kind`` (continuous) for the solved channel ``quaternions``; the
+    first row continues ``start`` (a channel value of ``kind``, e.g. the key before a
+    re-baked range) when given."""
     if kind == QUATERNION:
-        return continuous_quaternions(quaternions)
+        return continuous_quaternions(quaternions, start)
     if kind == AXIS_ANGLE:
-        return quaternions_to_axis_angle(quaternions)
-    return matrices_to_euler(quat_to_matrices(quaternions), kind)
+        return quaternions_to_axis_angle(quaternions, start)
+    return matrices_to_euler(quat_to_matrices(quaternions), kind, start)
 
 
 # --------------------------------------------------------------------------- keys

@@ -295,6 +295,21 @@ def test_euler_bones_keep_their_mode_with_continuous_curves(body, core):
     pose_matches_bake(core, ob, Path(bpy.context.scene.dhik.animation_path))
 
 
+def test_rebake_past_a_half_turn_continues_the_curves(body, core, tmp_path):
+    """A sub-range re-baked where the elbow is past pi continues the Euler turns (and the
+    quaternion signs) of the keys before it: no 2*pi jump at the range's edges."""
+    ob, _ = body
+    bake()
+    s = bpy.context.scene.dhik
+    s.frame_start, s.frame_end = 100, 110  # elbow angle about 3.3 .. 3.6 rad
+    s.animation_path = str(tmp_path / "part.json")
+    bake()
+    for fc in channelbag(ob).fcurves:
+        co = np.array([k.co[1] for k in fc.keyframe_points])
+        assert np.abs(np.diff(co)).max() < 0.5, (fc.data_path, fc.array_index)
+    pose_matches_bake(core, ob, tmp_path / "part.json")
+
+
 @pytest.mark.parametrize("mode", ["XZY", "YXZ", "YZX", "ZYX", "AXIS_ANGLE"])
 def test_every_rotation_mode_evaluates_to_the_solved_pose(body, core, mode):
     ob, _ = body

@@ -153,3 +153,19 @@ def test_reduction_off_or_piecewise_linear():
     values = np.column_stack([corner * 0.01, -corner * 0.02, np.zeros_like(corner)])
     assert kc.reduce_keys("LOCATION", frames, values, 0.0) == list(range(21))
     assert kc.reduce_keys("LOCATION", frames, values, 1e-5) == [0, 12, 20]
+
+
+@pytest.mark.parametrize("kind", ["XYZ", "YZX", "QUATERNION", "AXIS_ANGLE"])
+def test_channel_continues_a_given_start(kind):
+    """A re-baked range continues the key before it: two and a half turns about X keyed in
+    two pieces give the same curve as in one piece."""
+    angle = np.linspace(0.0, 5 * math.pi, 200)
+    q = _scipy_quats(Rotation.from_rotvec(np.column_stack(
+        [angle, 0.2 * np.sin(angle), np.zeros_like(angle)])))
+    q[1::2] *= -1.0
+    whole = kc.rotation_channel(kind, q)
+    head = kc.rotation_channel(kind, q[:121])
+    tail = kc.rotation_channel(kind, q[121:], start=head[-1])
+    assert np.allclose(np.vstack([head, tail]), whole, atol=1e-9)
+    cold = kc.rotation_channel(kind, q[121:])  # without the start: off by turns or sign
+    assert not np.allclose(cold, whole[121:], atol=1e-6)
