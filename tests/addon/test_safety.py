@@ -229,16 +229,20 @@ def test_wrong_kind_of_file_is_named(mixed_files):
     assert scene_state() == before
 
 
-def test_applied_scale_is_reported_as_such(mixed_files):
+@pytest.mark.parametrize(("scale", "message"), [
+    ((2.0, 2.0, 2.0), "the bones are 2 times the size"),
+    ((1.5, 1.0, 0.5), r"the bones are \(1\.5, 1, 0\.5\) times per axis"),
+])
+def test_applied_scale_is_reported_as_such(mixed_files, scale, message):
     ob, _ = _setup(*mixed_files)
-    ob.scale = (2.0, 2.0, 2.0)
+    ob.scale = scale
     for o in bpy.context.view_layer.objects:
         o.select_set(o == ob)
     bpy.context.view_layer.objects.active = ob
     assert bpy.ops.object.transform_apply(location=False, rotation=False, scale=True) == {
         "FINISHED"}
     before = scene_state()
-    with pytest.raises(RuntimeError, match="armature scale was applied: the bones are 2 times"):
+    with pytest.raises(RuntimeError, match="armature scale was applied: " + message):
         bpy.ops.dhik.bake()
     assert scene_state() == before
 
