@@ -23,7 +23,7 @@ import math
 from collections.abc import Sequence
 
 import numpy as np
-from numpy.typing import NDArray
+from numpy.typing import ArrayLike, NDArray
 
 Array = NDArray[np.float64]
 
@@ -113,7 +113,7 @@ def channel_errors(kind: str, got: Array, want: Array) -> Array:
 # --------------------------------------------------------------------------- continuity
 
 
-def continuous_quaternions(q: Array, start: Sequence[float] | None = None) -> Array:
+def continuous_quaternions(q: Array, start: ArrayLike | None = None) -> Array:
     """Quaternions ``(n, 4)`` flipped so each has a non-negative dot with the previous
     (the first one: with ``start``, when given)."""
     out = np.array(q, dtype=float)
@@ -149,7 +149,7 @@ def _nearest_turn(angles: Array, reference: Array) -> Array:
     return angles + _TWO_PI * np.round((reference - angles) / _TWO_PI)
 
 
-def matrices_to_euler(m: Array, order: str, start: Sequence[float] | None = None) -> Array:
+def matrices_to_euler(m: Array, order: str, start: ArrayLike | None = None) -> Array:
     """Continuous Euler triples ``(n, 3)`` of rotations ``m`` ``(n, 3, 3)`` in ``order``.
 
     Each row is the one of the rotation's Euler triples (both branches, any whole turns)
@@ -168,7 +168,7 @@ def matrices_to_euler(m: Array, order: str, start: Sequence[float] | None = None
     return out
 
 
-def quaternions_to_axis_angle(q: Array, start: Sequence[float] | None = None) -> Array:
+def quaternions_to_axis_angle(q: Array, start: ArrayLike | None = None) -> Array:
     """Continuous axis-angle rows ``(angle, x, y, z)`` of quaternions ``(n, 4)``.
 
     The axis keeps the previous row's side (axis and angle negated together) and the
@@ -177,7 +177,8 @@ def quaternions_to_axis_angle(q: Array, start: Sequence[float] | None = None) ->
     out = np.zeros((len(q), 4))
     prev_angle, prev_axis = 0.0, np.array([0.0, 1.0, 0.0])
     if start is not None:
-        prev_angle, prev_axis = float(start[0]), np.asarray(start[1:], dtype=float)
+        first = np.asarray(start, dtype=float)
+        prev_angle, prev_axis = float(first[0]), first[1:]
     for n, row in enumerate(np.asarray(q, dtype=float)):
         row = row / np.linalg.norm(row)
         norm = float(np.linalg.norm(row[1:]))
@@ -194,7 +195,7 @@ def quaternions_to_axis_angle(q: Array, start: Sequence[float] | None = None) ->
 
 
 def rotation_channel(
-    kind: str, quaternions: Array, start: Sequence[float] | None = None
+    kind: str, quaternions: Array, start: ArrayLike | None = None
 ) -> Array:
     """Channel rows of ``kind`` (continuous) for the solved channel ``quaternions``; the
     first row continues ``start`` (a channel value of ``kind``, e.g. the key before a
