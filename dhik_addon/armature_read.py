@@ -237,6 +237,26 @@ def skeleton_notes(ob: bpy.types.Object) -> list[str]:
     return _read(ob)[1]
 
 
+def chain_joint_count(ob: bpy.types.Object, defn: SkeletonDef, effector: str, bones: int) -> int:
+    """The core's chain length (joints at the end of the path to ``effector``) for a chain
+    of ``bones`` bones as Blender's IK constraint counts them (0, or more bones than the
+    path has: 0, up to the root). A ``.rest`` joint has no bone: it counts with its bone."""
+    if bones <= 0:
+        return 0
+    names = {b.name for b in armature_data(ob).bones}
+    parent = {j.name: j.parent for j in defn.joints}
+    count, seen, at = 0, 0, effector
+    while at is not None:
+        count += 1
+        if at in names:
+            seen += 1
+            if seen == bones:
+                above = parent[at]
+                return count + (1 if above is not None and above not in names else 0)
+        at = parent[at]
+    return 0
+
+
 def read_skeleton(ob: bpy.types.Object) -> SkeletonDef:
     """Validated SkeletonDef of armature ``ob``; DhikError names the armature."""
     return parse_skeleton(skeleton_dict(ob), source=f"armature {ob.name!r}")

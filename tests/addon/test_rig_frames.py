@@ -375,6 +375,25 @@ def _rest_rotation(data: dict, name: str) -> np.ndarray:
     return _np(m)
 
 
+def test_chain_length_in_bones_counts_the_rest_joints_with_their_bone(addon):
+    """Blender counts a chain in bones; the exported skeleton has a fixed ``.rest`` joint
+    above the hand and the upper arm, so n bones are more than n joints of the path."""
+    ob = build_angled_arm()
+    armature_read = addon.dhik_addon.armature_read
+    defn = armature_read.read_skeleton(ob)
+    parent = {j.name: j.parent for j in defn.joints}
+    path, at = [], "hand"
+    while at is not None:
+        path.append(at)
+        at = parent[at]
+    assert path == ["hand", "hand.rest", "forearm", "upper_arm", "upper_arm.rest", "root"]
+    counts = [armature_read.chain_joint_count(ob, defn, "hand", n) for n in range(6)]
+    assert counts == [0, 2, 3, 5, 6, 0]  # 4 bones: up to the root; 5: more than there are
+    for n, k in enumerate(counts):
+        if k:  # the last k joints of the path hold exactly n bones
+            assert sum(name in ob.data.bones for name in path[:k]) == n
+
+
 @pytest.mark.parametrize(
     ("locked", "blender"),
     [
