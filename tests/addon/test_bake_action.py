@@ -462,3 +462,30 @@ def test_metarig_arm_bake_keeps_the_head_and_the_arm_outside_the_range():
           f"({', '.join(sorted(keyed))}); F-curves {len(before)} -> {len(after)}, "
           f"{sum(after[k] == before[k] for k in before)} untouched; keys "
           f"{sum(map(len, before.values()))} -> {sum(map(len, after.values()))}")
+
+
+def test_interactive_path_honours_the_options(body, addon):
+    """The UI's bake (a worker thread solves, then the operator applies) keys exactly what
+    the scripted bake keys, with frame_step and key_reduction."""
+    import time
+
+    ob, _ = body
+    user_animation(ob)
+    s = bpy.context.scene.dhik
+    s.frame_step, s.key_reduction = 2, 1e-3
+    bake_job = addon.dhik_addon.bake_job
+    job = bake_job.BakeJob.prepare(bpy.context)
+    worker = bake_job.BakeThread(job)
+    worker.start()
+    while not worker.finished():
+        time.sleep(0.01)
+    assert worker.error is None and worker.result is not None
+    job.apply(bpy.context, worker.result)
+    interactive = snapshot(channelbag(ob))
+    keys = s.result_keys
+    user_animation(ob)  # the same user keys again (they were replaced in the range)
+    bake()
+    assert snapshot(channelbag(ob)) == interactive and s.result_keys == keys
+    inside = [k[0][0] for k in interactive[('pose.bones["Wrist"].rotation_quaternion', 0)]
+              if START <= k[0][0] <= END]
+    assert set(inside) <= set(range(START, END + 1, 2)) | {END} and len(inside) < 61
