@@ -15,7 +15,7 @@ from .access import pose_of, scene_of
 from .armature_read import joint_maps, read_skeleton
 
 
-def _channel_quaternion(pb: bpy.types.PoseBone) -> np.ndarray:
+def channel_quaternion(pb: bpy.types.PoseBone) -> np.ndarray:
     """The bone's rotation channel as a quaternion (w, x, y, z), keeping its sign."""
     if pb.rotation_mode == "QUATERNION":
         return np.array(pb.rotation_quaternion, dtype=float)
@@ -50,7 +50,7 @@ def read_animation(
                 if jm.channel is None:
                     continue
                 pb = bones[name]
-                values[name] = jm.entry(_channel_quaternion(pb), np.array(pb.location))
+                values[name] = jm.entry(channel_quaternion(pb), np.array(pb.location))
             skeleton.set_joint_values(values)
             out.append({"frame": int(f), "joints": skeleton.joint_values()})
     finally:

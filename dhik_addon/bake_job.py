@@ -16,20 +16,24 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import bpy
+import numpy as np
 
 from ..core.app.bake import BakeResult, EffectorTrack, simulate, summary_line
 from ..core.app.formats import save_animation
 from ..core.errors import DhikError
 from ..core.model.skeleton import Skeleton
 from ..core.solver.settings import SolverSettings
-from .access import scene_of
-from .armature_read import joint_maps, read_skeleton
+from .access import pose_of, scene_of
+from .animation import channel_quaternion
+from .armature_read import chain_joint_count, joint_maps, read_skeleton
 from .bake_keys import (
     KeyPlan,
     check_current_action,
     check_effector_moves,
+    path_joints,
     plan_keys,
     solved_joints,
     values_before,
@@ -64,6 +68,9 @@ class BakeJob:
     bake_action: str  # "CURRENT" or "NEW"
     frame_step: int  # key every n-th frame (and the last one)
     key_reduction: float  # largest joint error (rad or m) allowed when keys are dropped
+    # per frame the values of the joints on the effectors' paths that no chain solves:
+    # their bones' own animation, evaluated (None: every joint up to the root is solved)
+    driven: list[tuple[int, dict[str, Any]]] | None = None
 
     @property
     def frame_count(self) -> int:
@@ -107,26 +114,63 @@ class BakeJob:
             check_current_action(ob)
         check_applied_scale(ob, defn)
         maps = joint_maps(ob, defn)
-        solved = solved_joints(defn, [main] + [r[0] for r in rows])
+        names = [main] + [r[0] for r in rows]
+        bone_lengths = [int(s.chain_length)] + [r[4] for r in rows]
+        lengths = [chain_joint_count(ob, defn, name, n)
+                   for name, n in zip(names, bone_lengths, strict=True)]
+        solved = solved_joints(defn, names, lengths)
+        for i, (name, n) in enumerate(zip(names, bone_lengths, strict=True)):
+            if not solved_joints(defn, [name], [lengths[i]]):
+                raise DhikError.at("DHIK", "chain_length" if i == 0 else
+                                   f"effectors[{i - 1}].chain_length",
+                                   f"the {n} bone(s) ending at {name!r} cannot move")
+        driven_names = [n for n in path_joints(defn, names) if n not in solved]
+        poles = [s.pole_target] + [r[5] for r in rows]
+        for i, pole in enumerate(poles):
+            if pole is not None:
+                where = "pole_target" if i == 0 else f"effectors[{i - 1}].pole_target"
+                require_in_scene(scene, pole, where)
+                if pole is ob:
+                    raise DhikError.at("DHIK", where, "the pole cannot be the armature itself")
+                if s.method != "robust":
+                    raise DhikError.at("DHIK", where, "a pole target needs the Robust method")
         path = bpy.path.abspath(s.animation_path) if s.animation_path else ""
-        objects = [target] + [r[1] for r in rows]
-        per_target = armature_space_tracks(context, objects, ob, range(start, end + 1))
+        pole_objects = [p for p in poles if p is not None]
+        objects = [target] + [r[1] for r in rows] + pole_objects
+        driven: list[tuple[int, dict[str, Any]]] = []
+        bones = pose_of(ob).bones
+
+        def read_driven(frame: int) -> None:  # the unsolved bones' own animation
+            driven.append((frame, {name: maps[name].entry(channel_quaternion(bones[name]),
+                                                          np.array(bones[name].location))
+                                   for name in driven_names}))
+
+        per_target = armature_space_tracks(context, objects, ob, range(start, end + 1),
+                                           read_driven if driven_names else None)
+        pole_tracks = iter(per_target[len(per_target) - len(pole_objects):])
+        per_target = per_target[:len(per_target) - len(pole_objects)]
+        pole_args = [None if p is None else
+                     {"pole": [(f, m[:3, 3]) for f, m in next(pole_tracks)], "pole_angle": a}
+                     for p, a in zip(poles, [float(s.pole_angle)] + [r[6] for r in rows],
+                                     strict=True)]
         # Targets show their bone's orientation; the core solves for the joint's frame.
         per_target = [joint_frame_track(track, maps, name, ob) for track, name in
                       zip(per_target, [main] + [r[0] for r in rows], strict=True)]
-        tracks = [EffectorTrack(main, per_target[0], *_main_weights(s))] + [
-            EffectorTrack(name, frames, pos, rot)
-            for (name, _ob, pos, rot), frames in zip(rows, per_target[1:], strict=True)
+        tracks = [
+            EffectorTrack(name, frames, pos, rot, n, **(pole or {}))
+            for name, frames, (pos, rot), n, pole in zip(
+                names, per_target, [_main_weights(s)] + [(r[2], r[3]) for r in rows], lengths,
+                pole_args, strict=True)
         ]
         return cls(ob, skeleton, maps, tracks, s.method, not s.cold_start,
                    s.solver_settings(), path, solved, s.bake_action, s.frame_step,
-                   s.key_reduction)
+                   s.key_reduction, driven or None)
 
     def solve(self, progress: Callable[[int, int], None] | None = None) -> BakeResult:
         """Run the core's bake (warm-started frame to frame unless cold); no Blender data
         is touched."""
         return simulate(self.skeleton, self.tracks, None, self.settings, self.warm_start,
-                        progress, method=self.method)
+                        progress, method=self.method, driven=self.driven)
 
     def apply(self, context: bpy.types.Context, result: BakeResult) -> KeyPlan:
         """Plan the keys, write animation.json (if asked), key the bones, mark unconverged
@@ -136,7 +180,10 @@ class BakeJob:
         before = None
         if self.bake_action == "CURRENT" and result.frames:
             before = values_before(self.armature, self.solved, result.frames[0]["frame"])
-        plan = plan_keys(self.armature, self.maps, result.frames, self.solved,
+        keyed = self.solved
+        if self.bake_action == "NEW" and self.driven:  # the new action carries them too
+            keyed = self.solved + [n for n in self.driven[0][1] if n not in self.solved]
+        plan = plan_keys(self.armature, self.maps, result.frames, keyed,
                          self.frame_step, self.key_reduction, before)
         if self.animation_path:
             save_animation(result.frames, self.animation_path)
@@ -179,10 +226,14 @@ def _main_weights(s: DHIK_PG_settings) -> tuple[float, float]:
     return weights
 
 
+ExtraRow = tuple[str, bpy.types.Object, float, float, int, "bpy.types.Object | None", float]
+
+
 def _extra_rows(
     s: DHIK_PG_settings, ob: bpy.types.Object, skeleton: Skeleton, main: str
-) -> list[tuple[str, bpy.types.Object, float, float]]:
-    """``(bone, target, position weight, orientation weight)`` of each extra effector row.
+) -> list[ExtraRow]:
+    """``(bone, target, position weight, orientation weight, chain length (bones), pole
+    target, pole angle (rad))`` of each extra effector row.
 
     DhikError names the row (``effectors[i]``) for a missing or repeated bone, a missing
     target, weights that are both 0, or weights other than 1 with the spec method.
@@ -206,7 +257,8 @@ def _extra_rows(
             raise DhikError.at("DHIK", where, "position and orientation weight are both 0")
         if s.method == "spec" and weights != (1.0, 1.0):
             raise DhikError.at("DHIK", where, "weights other than 1 need the Robust method")
-        rows.append((row.bone, row.target, *weights))
+        rows.append((row.bone, row.target, *weights, int(row.chain_length), row.pole_target,
+                     float(row.pole_angle)))
     return rows
 
 

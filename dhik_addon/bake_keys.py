@@ -54,17 +54,27 @@ def rotation_prop(mode: str) -> str:
     return ROTATION_PROPS.get(mode, "rotation_euler")
 
 
-def solved_joints(defn: SkeletonDef, effectors: Sequence[str]) -> list[str]:
-    """Moving joints between each effector and the root (effector included), in
+def solved_joints(defn: SkeletonDef, effectors: Sequence[str],
+                  chain_lengths: Sequence[int] | None = None) -> list[str]:
+    """Moving joints between each effector and the root (effector included), or only the
+    last ``chain_lengths[k]`` joints of effector k's path (0: up to the root), in
     skeleton order: the joints whose bones a bake keys."""
     parent = {j.name: j.parent for j in defn.joints}
     on_chain: set[str] = set()
-    for name in effectors:
+    lengths = chain_lengths or [0] * len(effectors)
+    for name, n in zip(effectors, lengths, strict=True):
         at: str | None = name
-        while at is not None and at not in on_chain:
+        count = 0
+        while at is not None and (n == 0 or count < n):
             on_chain.add(at)
             at = parent[at]
+            count += 1
     return [j.name for j in defn.joints if j.name in on_chain and j.type != "fixed"]
+
+
+def path_joints(defn: SkeletonDef, effectors: Sequence[str]) -> list[str]:
+    """Moving joints between the effectors and the root (effectors included)."""
+    return solved_joints(defn, effectors)
 
 
 def check_effector_moves(defn: SkeletonDef, effector: str, source: str, where: str) -> None:

@@ -40,6 +40,10 @@ class DHIK_PT_panel(bpy.types.Panel):
             col.label(text="Position only", icon="INFO")
         if s.method == "spec" and (s.position_weight, s.orientation_weight) != (1, 1):
             col.label(text="Weights other than 1 need the Robust method", icon="ERROR")
+        col.prop(s, "chain_length")
+        col.prop(s, "pole_target")
+        if s.pole_target is not None:
+            col.prop(s, "pole_angle")
         col.row().prop(s, "method", expand=True)
         col.prop(s, "cold_start")
         col.prop(s, "use_scene_range")
@@ -132,6 +136,10 @@ class DHIK_PT_effectors(_SubPanel):
             col.prop(item, "target")
             col.prop(item, "position_weight")
             col.prop(item, "orientation_weight")
+            col.prop(item, "chain_length")
+            col.prop(item, "pole_target")
+            if item.pole_target is not None:
+                col.prop(item, "pole_angle")
             if item.orientation_weight == 0.0:
                 col.label(text="Position only", icon="INFO")
             if s.method == "spec" and (item.position_weight, item.orientation_weight) != (1, 1):

@@ -66,6 +66,9 @@ class DHIK_PG_effector(bpy.types.PropertyGroup):
         target: bpy.types.Object | None
         position_weight: float
         orientation_weight: float
+        chain_length: int
+        pole_target: bpy.types.Object | None
+        pole_angle: float
     else:
         bone: StringProperty(name="Effector", description="Bone whose joint follows the target")
         target: PointerProperty(
@@ -79,6 +82,23 @@ class DHIK_PG_effector(bpy.types.PropertyGroup):
         orientation_weight: FloatProperty(
             name="Orientation Weight", default=1.0, min=0.0, soft_max=10.0,
             description="Weight of the orientation error (0: position only)",
+        )
+        chain_length: IntProperty(
+            name="Chain Length", default=0, min=0, soft_max=20,
+            description="How many bones, ending at the effector, the IK may move (0: all up "
+            "to the root, as Blender's IK constraint counts). Bones above keep their own "
+            "animation and carry the chain",
+        )
+        pole_target: PointerProperty(
+            name="Pole Target", type=bpy.types.Object, poll=_not_the_armature,
+            description="Object the chain bends toward (like the pole of Blender's IK "
+            "constraint); needs a chain of 2 bones or more and the Robust method",
+        )
+        pole_angle: FloatProperty(
+            name="Pole Angle", default=0.0, subtype="ANGLE", unit="ROTATION",
+            soft_min=-3.14159265, soft_max=3.14159265,
+            description="Turns the chain's bend about the line from its first bone to the "
+            "target",
         )
 
 
@@ -94,6 +114,9 @@ class DHIK_PG_settings(bpy.types.PropertyGroup):
         target: bpy.types.Object | None
         position_weight: float
         orientation_weight: float
+        chain_length: int
+        pole_target: bpy.types.Object | None
+        pole_angle: float
         method: str
         cold_start: bool
         effectors: bpy.types.bpy_prop_collection_idprop[DHIK_PG_effector]
@@ -143,6 +166,23 @@ class DHIK_PG_settings(bpy.types.PropertyGroup):
             name="Orientation Weight", default=1.0, min=0.0, soft_max=10.0,
             description="Weight of the effector's orientation error (0: position only, like "
             "Blender's IK constraint without Rotation; other than 1 needs the Robust method)",
+        )
+        chain_length: IntProperty(
+            name="Chain Length", default=0, min=0, soft_max=20,
+            description="How many bones, ending at the effector, the IK may move (0: all up "
+            "to the root, as Blender's IK constraint counts). Bones above keep their own "
+            "animation and carry the chain",
+        )
+        pole_target: PointerProperty(
+            name="Pole Target", type=bpy.types.Object, poll=_not_armature,
+            description="Object the chain bends toward (like the pole of Blender's IK "
+            "constraint); needs a chain of 2 bones or more and the Robust method",
+        )
+        pole_angle: FloatProperty(
+            name="Pole Angle", default=0.0, subtype="ANGLE", unit="ROTATION",
+            soft_min=-3.14159265, soft_max=3.14159265,
+            description="Turns the chain's bend about the line from its first bone to the "
+            "target",
         )
         method: EnumProperty(
             name="Method", items=METHOD_ITEMS, default="robust",

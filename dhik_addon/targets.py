@@ -17,7 +17,7 @@ Export Targets multiplies the target's world rotation by ``N`` again.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import bpy
 import numpy as np
@@ -199,9 +199,12 @@ def _rigid(m: Matrix) -> np.ndarray:
 
 def armature_space_tracks(
     context: bpy.types.Context, targets: Sequence[bpy.types.Object], armature: bpy.types.Object,
-    frames: Sequence[int],
+    frames: Sequence[int], each_frame: Callable[[int], None] | None = None,
 ) -> list[list[tuple[int, np.ndarray]]]:
     """Per target, ``(frame, 4x4)``: its world pose in the armature's space at each frame.
+
+    ``each_frame(f)`` runs at every frame of the pass, after the scene is set to it (to
+    read other evaluated data in the same pass).
 
     Position is ``armature.matrix_world^-1 @ p`` (metres of armature space, so an
     object scale scales the target distance); rotation is the target's rotation
@@ -218,6 +221,8 @@ def armature_space_tracks(
             for track, target in zip(out, targets, strict=True):
                 local = inverse @ target.evaluated_get(depsgraph).matrix_world
                 track.append((int(f), _rigid(local)))
+            if each_frame is not None:
+                each_frame(int(f))
     finally:
         scene.frame_set(current)
     return out

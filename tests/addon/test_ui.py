@@ -82,7 +82,8 @@ def test_effector_rows_add_remove_and_draw(addon, mixed_files):
     search = [c for c in calls if c[0].endswith("prop_search")]
     assert search and search[0].args[:4] == (row, "bone", s.armature.data, "bones")
     props = [c.args[1] for c in calls if c[0].endswith(".prop")]
-    assert props == ["target", "position_weight", "orientation_weight"]
+    assert props == ["target", "position_weight", "orientation_weight", "chain_length",
+                     "pole_target"]
     labels = [c.kwargs["text"] for c in calls if c[0].endswith("label")]
     assert labels == ["Position only"]
     s.method = "spec"

@@ -1,0 +1,165 @@
+"""Chain length, pole target and bones outside the chain (issue 8, points 3-4), real bpy.
+
+An arm on an animated spine: the spine bone has its own keys (an existing action); the
+hand follows an empty made from the core's FK of an arm motion on top of that spine.
+With Chain Length 3 (hand, elbow, shoulder) the spine keeps its animation, F-curves and
+all, and carries the arm. Frames: the armature sits at the origin (armature space =
+world); metres and radians.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import bpy
+import numpy as np
+from addon_helpers import write_json
+
+ARM = {"root_name": "Root", "joints": [
+    {"name": "Root", "type": "fixed", "offset": [0, 0, 0], "parent": None},
+    {"name": "Spine", "type": "revolute", "offset": [0, 0, 0.5], "parent": "Root",
+     "axis": [0, 0, 1]},
+    {"name": "Shoulder", "type": "spherical", "offset": [0.2, 0, 0.5], "parent": "Spine"},
+    {"name": "Elbow", "type": "revolute", "offset": [0.3, 0, 0], "parent": "Shoulder",
+     "axis": [0, 0, 1], "limits": [0.05, 2.5]},
+    {"name": "Hand", "type": "fixed", "offset": [0.3, 0, 0], "parent": "Elbow"},
+]}
+FRAMES = list(range(11))
+
+
+def _fcurves(ob: bpy.types.Object) -> dict[tuple[str, int], list[tuple[float, float]]]:
+    """Every F-curve of the armature's action (slotted or not): its keyframe points."""
+    action = ob.animation_data.action
+    curves = action.fcurves if hasattr(action, "fcurves") and action.fcurves else [
+        fc for layer in action.layers for strip in layer.strips
+        for bag in strip.channelbags for fc in bag.fcurves]
+    return {(fc.data_path, fc.array_index): [tuple(k.co) for k in fc.keyframe_points]
+            for fc in curves}
+
+
+def _scene(tmp_path: Path, core: Any) -> tuple[bpy.types.Object, bpy.types.Object, dict]:
+    """The arm with keys on its spine, and an empty the hand can reach on every frame."""
+    assert bpy.ops.dhik.import_skeleton(
+        filepath=str(write_json(tmp_path / "skeleton.json", ARM))) == {"FINISHED"}
+    ob = bpy.context.scene.dhik.armature
+    spine = ob.pose.bones["Spine"]
+    spine.rotation_mode = "QUATERNION"
+    for f, angle in ((0, -0.3), (10, 0.4)):
+        # the joint turns about world Z; in the bone's rest frame that is B^T z
+        z = np.array(spine.bone.matrix_local.to_3x3(), dtype=float).T @ [0.0, 0.0, 1.0]
+        spine.rotation_quaternion = [math.cos(angle / 2), *(math.sin(angle / 2) * z)]
+        spine.keyframe_insert("rotation_quaternion", frame=f)
+    # the spine's own joint values per frame, read back through the add-on
+    out = tmp_path / "spine.json"
+    s = bpy.context.scene.dhik
+    s.use_scene_range = False
+    s.frame_start, s.frame_end = FRAMES[0], FRAMES[-1]
+    assert bpy.ops.dhik.export_animation(filepath=str(out)) == {"FINISHED"}
+    spine_values = {fr["frame"]: fr["joints"]["Spine"]
+                    for fr in core.formats.load_animation(out)}
+    skel = core.Skeleton(core.formats.parse_skeleton(ARM))
+    keys = []
+    for f in FRAMES:
+        skel.reset()
+        skel.set_joint_values({"Spine": spine_values[f], "Shoulder": {
+            "type": "spherical", "quaternion": list(core.rotations.euler_xyz_to_quat(
+                [0.1, 0.2 + 0.02 * f, 0.3]))},
+            "Elbow": {"type": "revolute", "angle": 0.8 + 0.03 * f}})
+        m = skel.world_transforms()["Hand"]
+        keys.append({"frame": f, "pos": [float(v) for v in m[:3, 3]], "euler": [
+            math.degrees(float(a)) for a in core.rotations.matrix_to_euler_xyz(m[:3, :3])]})
+    assert bpy.ops.dhik.import_targets(filepath=str(write_json(tmp_path / "targets.json",
+                                                               keys))) == {"FINISHED"}
+    target = s.target
+    s.effector = "Hand"
+    s.orientation_weight = 0.0  # position only: the arm has a free turn for the pole
+    s.position_tolerance = 1e-6
+    return ob, target, spine_values
+
+
+def _hand_and_spine(ob: bpy.types.Object) -> dict[int, tuple[np.ndarray, np.ndarray]]:
+    out = {}
+    for f in FRAMES:
+        bpy.context.scene.frame_set(f)
+        out[f] = (np.array(ob.matrix_world @ ob.pose.bones["Hand"].head, dtype=float),
+                  np.array(ob.pose.bones["Spine"].matrix, dtype=float))
+    return out
+
+
+def test_chain_length_keeps_the_spine_animation(tmp_path, core) -> None:
+    ob, target, _ = _scene(tmp_path, core)
+    s = bpy.context.scene.dhik
+    s.chain_length = 3  # hand, elbow, shoulder
+    spine_before = {k: v for k, v in _fcurves(ob).items() if "Spine" in k[0]}
+    pose_before = _hand_and_spine(ob)
+    assert bpy.ops.dhik.bake() == {"FINISHED"}
+    curves = _fcurves(ob)
+    assert {k: v for k, v in curves.items() if "Spine" in k[0]} == spine_before
+    keyed = {k[0].split('"')[1] for k in curves}
+    assert keyed == {"Spine", "Shoulder", "Elbow"}  # the chain's bones and the spine's own
+    after = _hand_and_spine(ob)
+    for f in FRAMES:
+        bpy.context.scene.frame_set(f)
+        want = np.array(target.matrix_world.translation, dtype=float)
+        assert np.linalg.norm(after[f][0] - want) < 1e-5, f  # the hand is on target
+        assert np.allclose(after[f][1], pose_before[f][1], atol=1e-6)  # spine as animated
+
+
+def test_chain_length_zero_moves_the_spine(tmp_path, core) -> None:
+    ob, _, _ = _scene(tmp_path, core)
+    spine_before = {k: v for k, v in _fcurves(ob).items() if "Spine" in k[0]}
+    assert bpy.ops.dhik.bake() == {"FINISHED"}
+    assert {k: v for k, v in _fcurves(ob).items() if "Spine" in k[0]} != spine_before
+
+
+def _swivel(ob: bpy.types.Object, pole: np.ndarray, target: np.ndarray) -> float:
+    """Angle (rad) of the elbow from the pole's direction about the shoulder-target line."""
+    bones = ob.pose.bones
+    r0 = np.array(ob.matrix_world @ bones["Shoulder"].head, dtype=float)
+    u = (target - r0) / np.linalg.norm(target - r0)
+    b = np.array(ob.matrix_world @ bones["Elbow"].head, dtype=float) - r0
+    b -= (b @ u) * u
+    p = pole - r0
+    p -= (p @ u) * u
+    return math.atan2(u @ np.cross(b, p), b @ p)
+
+
+def test_pole_target_bends_the_chain_toward_it(tmp_path, core) -> None:
+    ob, target, _ = _scene(tmp_path, core)
+    s = bpy.context.scene.dhik
+    s.chain_length = 3
+    results = []
+    for y in (1.0, -1.0):
+        pole = bpy.data.objects.new(f"pole{y}", None)
+        bpy.context.collection.objects.link(pole)
+        pole.location = (0.5, y, 1.0)
+        s.pole_target = pole
+        assert bpy.ops.dhik.bake() == {"FINISHED"}
+        assert s.result_converged == len(FRAMES)
+        worst = 0.0
+        for f in FRAMES:
+            bpy.context.scene.frame_set(f)
+            t = np.array(target.matrix_world.translation, dtype=float)
+            assert np.linalg.norm(np.array(ob.matrix_world @ ob.pose.bones["Hand"].head) - t) \
+                < 1e-5
+            worst = max(worst, abs(_swivel(ob, np.array(pole.location, dtype=float), t)))
+        results.append(worst)
+    assert max(results) < 2e-3  # bone matrices are float32 in Blender
+
+
+def test_pole_with_the_spec_method_is_refused(tmp_path, core) -> None:
+    ob, _, _ = _scene(tmp_path, core)
+    s = bpy.context.scene.dhik
+    pole = bpy.data.objects.new("pole", None)
+    bpy.context.collection.objects.link(pole)
+    s.pole_target, s.method, s.orientation_weight = pole, "spec", 1.0
+    before = _fcurves(ob)
+    try:
+        bpy.ops.dhik.bake()
+    except RuntimeError as err:
+        assert "pole target needs the Robust method" in str(err)
+    else:
+        raise AssertionError("the bake should have been refused")
+    assert _fcurves(ob) == before
