@@ -152,10 +152,6 @@ def test_metarig_with_locks_snapped_at_rest_spec_method():
     assert _max_change(before, _rotations(ob)) < 1e-6
 
 
-@pytest.mark.xfail(strict=True, reason="the robust method's cold solve starts off the "
-                   "T-pose, inside the limits (core/solver/robust INTERIOR), even when the "
-                   "T-pose already meets the target; on the redundant spine-to-hand chain "
-                   "it then stops at another solution (upper_arm.L turns ~0.25 rad)")
 def test_metarig_with_locks_snapped_at_rest_robust_method():
     ob = _metarig_with_locks()
     before = _rotations(ob)

@@ -521,7 +521,9 @@ class Engine:
         """One solve from the model's state; a stalled search restarts ``restarts`` times
         from random states (the best state reached is kept)."""
         self.canonical()
-        if restarts > 0 and anchor is None and self.at_rest():
+        if restarts > 0 and anchor is None and self.at_rest() and self.measure()[2] >= 1.0:
+            # the T-pose is not on target: start inside the limits (a T-pose on target, say
+            # an Empty snapped to the effector at rest, is kept as it is)
             self.set_state(self.interior, [(1.0, 0.0, 0.0, 0.0)] * len(self.sph))
         self.iterations = 0
         converged = self.run(budget, anchor, chord=chord)
