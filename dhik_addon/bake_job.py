@@ -41,7 +41,7 @@ from .bake_keys import (
     write_new,
 )
 from .joint_map import JointMap
-from .props import DHIK_PG_settings, settings
+from .props import DHIK_PG_settings, scene_settings, settings
 from .safety import check_applied_scale, require_in_scene
 from .targets import armature_space_tracks, joint_frame_track
 
@@ -50,6 +50,115 @@ MARKER_NAME = "dhik: not converged"
 
 class BakeCancelled(Exception):
     """Raised inside the core's progress callback to stop a bake."""
+
+
+@dataclass
+class BakeRig:
+    """What a bake (and the live preview) reads from ``scene.dhik`` before any frame: the
+    armature as a skeleton and the effectors with their targets, weights, chain lengths
+    and poles, validated. One per effector, main first, in every list."""
+
+    armature: bpy.types.Object
+    skeleton: Skeleton
+    maps: dict[str, JointMap]
+    names: list[str]  # effector bones
+    weights: list[tuple[float, float]]  # (position, orientation)
+    lengths: list[int]  # the core's chain lengths (joints; 0: up to the root)
+    targets: list[bpy.types.Object]
+    poles: list[bpy.types.Object | None]
+    pole_angles: list[float]  # rad
+    solved: list[str]  # joints whose bones are keyed (moving joints on the chains)
+    driven_names: list[str]  # joints on the effectors' paths that no chain solves
+    settings: SolverSettings
+
+    @property
+    def objects(self) -> list[bpy.types.Object]:
+        """The objects read each frame: every target, then every pole that is set."""
+        return self.targets + [p for p in self.poles if p is not None]
+
+    @property
+    def roles(self) -> list[str]:
+        """Where each of :attr:`objects` is set in ``scene.dhik`` (for error messages)."""
+        where = ["" if i == 0 else f"effectors[{i - 1}]." for i in range(len(self.names))]
+        return [f"{w}target" for w in where] + [
+            f"{w}pole_target" for w, p in zip(where, self.poles, strict=True) if p is not None]
+
+    @classmethod
+    def read(cls, scene: bpy.types.Scene) -> BakeRig:
+        """Validate ``scene.dhik`` and read the rig; DhikError on anything unusable."""
+        s = scene_settings(scene)
+        ob, target = s.armature, s.target
+        if ob is None or ob.type != "ARMATURE":
+            raise DhikError.at("DHIK", "armature", "choose an armature to bake")
+        if target is None:
+            raise DhikError.at("DHIK", "target", "choose a target object")
+        require_in_scene(scene, ob, "armature")
+        require_in_scene(scene, target, "target")
+        if target is ob:
+            raise DhikError.at("DHIK", "target", "the target cannot be the armature itself")
+        defn = read_skeleton(ob)
+        skeleton = Skeleton(defn)
+        effector = s.effector or None
+        if effector is not None and effector not in skeleton.joints:
+            raise DhikError.at("DHIK", "effector", f"{ob.name!r} has no bone {effector!r}")
+        leaves = skeleton.leaves()
+        if effector is None and len(leaves) != 1:
+            raise DhikError.at("DHIK", "effector", f"{ob.name!r} has {len(leaves)} leaf bones "
+                               f"({', '.join(leaves)}): choose the effector")
+        main = effector or leaves[0]
+        check_effector_moves(defn, main, "DHIK", "effector")
+        rows = _extra_rows(s, ob, skeleton, main)
+        for i, row in enumerate(rows):
+            require_in_scene(scene, row[1], f"effectors[{i}].target")
+            check_effector_moves(defn, row[0], "DHIK", f"effectors[{i}]")
+        check_applied_scale(ob, defn)
+        maps = joint_maps(ob, defn)
+        names = [main] + [r[0] for r in rows]
+        bone_lengths = [int(s.chain_length)] + [r[4] for r in rows]
+        lengths = [chain_joint_count(ob, defn, name, n)
+                   for name, n in zip(names, bone_lengths, strict=True)]
+        solved = solved_joints(defn, names, lengths)
+        for i, (name, n) in enumerate(zip(names, bone_lengths, strict=True)):
+            if not solved_joints(defn, [name], [lengths[i]]):
+                raise DhikError.at("DHIK", "chain_length" if i == 0 else
+                                   f"effectors[{i - 1}].chain_length",
+                                   f"the {n} bone(s) ending at {name!r} cannot move")
+        driven_names = [n for n in path_joints(defn, names) if n not in solved]
+        poles = [s.pole_target] + [r[5] for r in rows]
+        for i, pole in enumerate(poles):
+            if pole is not None:
+                where = "pole_target" if i == 0 else f"effectors[{i - 1}].pole_target"
+                require_in_scene(scene, pole, where)
+                if pole is ob:
+                    raise DhikError.at("DHIK", where, "the pole cannot be the armature itself")
+                if s.method != "robust":
+                    raise DhikError.at("DHIK", where, "a pole target needs the Robust method")
+        return cls(ob, skeleton, maps, names, [_main_weights(s)] + [(r[2], r[3]) for r in rows],
+                   lengths, [target] + [r[1] for r in rows], poles,
+                   [float(s.pole_angle)] + [r[6] for r in rows], solved, driven_names,
+                   s.solver_settings())
+
+    def driven_values(self) -> dict[str, dict[str, Any]]:
+        """The driven joints' values (SPEC 3.3 entries) from their bones' current pose."""
+        bones = pose_of(self.armature).bones
+        return {name: self.maps[name].entry(channel_quaternion(bones[name]),
+                                            np.array(bones[name].location))
+                for name in self.driven_names}
+
+    def tracks(self, per_object: list[list[tuple[int, np.ndarray]]]) -> list[EffectorTrack]:
+        """The core's tracks from ``(frame, armature-space 4x4)`` lists, one per object of
+        :attr:`objects` (the targets show their bone's orientation; the core solves for
+        the joint's frame; a pole's position is its origin)."""
+        pole_tracks = iter(per_object[len(self.targets):])
+        out = []
+        for i, name in enumerate(self.names):
+            # Targets show their bone's orientation; the core solves for the joint's frame.
+            frames = joint_frame_track(per_object[i], self.maps, name, self.armature)
+            pole = {} if self.poles[i] is None else {
+                "pole": [(f, m[:3, 3]) for f, m in next(pole_tracks)],
+                "pole_angle": self.pole_angles[i]}
+            out.append(EffectorTrack(name, frames, *self.weights[i], self.lengths[i], **pole))
+        return out
 
 
 @dataclass
@@ -81,90 +190,26 @@ class BakeJob:
     def prepare(cls, context: bpy.types.Context) -> BakeJob:
         """Validate the scene and read the targets; DhikError on anything unusable."""
         s = settings(context)
-        ob, target = s.armature, s.target
-        if ob is None or ob.type != "ARMATURE":
-            raise DhikError.at("DHIK", "armature", "choose an armature to bake")
-        if target is None:
-            raise DhikError.at("DHIK", "target", "choose a target object")
         scene = scene_of(context)
-        require_in_scene(scene, ob, "armature")
-        require_in_scene(scene, target, "target")
-        if target is ob:
-            raise DhikError.at("DHIK", "target", "the target cannot be the armature itself")
-        start, end = s.frame_range(scene_of(context))
+        rig = BakeRig.read(scene)
+        start, end = s.frame_range(scene)
         if start < 0 or end < start:
             raise DhikError.at("DHIK", "frame range", f"{start}..{end} is not a range of "
                                "frames >= 0")
-        defn = read_skeleton(ob)
-        skeleton = Skeleton(defn)
-        effector = s.effector or None
-        if effector is not None and effector not in skeleton.joints:
-            raise DhikError.at("DHIK", "effector", f"{ob.name!r} has no bone {effector!r}")
-        leaves = skeleton.leaves()
-        if effector is None and len(leaves) != 1:
-            raise DhikError.at("DHIK", "effector", f"{ob.name!r} has {len(leaves)} leaf bones "
-                               f"({', '.join(leaves)}): choose the effector")
-        main = effector or leaves[0]
-        check_effector_moves(defn, main, "DHIK", "effector")
-        rows = _extra_rows(s, ob, skeleton, main)
-        for i, row in enumerate(rows):
-            require_in_scene(scene, row[1], f"effectors[{i}].target")
-            check_effector_moves(defn, row[0], "DHIK", f"effectors[{i}]")
         if s.bake_action == "CURRENT":
-            check_current_action(ob)
-        check_applied_scale(ob, defn)
-        maps = joint_maps(ob, defn)
-        names = [main] + [r[0] for r in rows]
-        bone_lengths = [int(s.chain_length)] + [r[4] for r in rows]
-        lengths = [chain_joint_count(ob, defn, name, n)
-                   for name, n in zip(names, bone_lengths, strict=True)]
-        solved = solved_joints(defn, names, lengths)
-        for i, (name, n) in enumerate(zip(names, bone_lengths, strict=True)):
-            if not solved_joints(defn, [name], [lengths[i]]):
-                raise DhikError.at("DHIK", "chain_length" if i == 0 else
-                                   f"effectors[{i - 1}].chain_length",
-                                   f"the {n} bone(s) ending at {name!r} cannot move")
-        driven_names = [n for n in path_joints(defn, names) if n not in solved]
-        poles = [s.pole_target] + [r[5] for r in rows]
-        for i, pole in enumerate(poles):
-            if pole is not None:
-                where = "pole_target" if i == 0 else f"effectors[{i - 1}].pole_target"
-                require_in_scene(scene, pole, where)
-                if pole is ob:
-                    raise DhikError.at("DHIK", where, "the pole cannot be the armature itself")
-                if s.method != "robust":
-                    raise DhikError.at("DHIK", where, "a pole target needs the Robust method")
+            check_current_action(rig.armature)
         path = bpy.path.abspath(s.animation_path) if s.animation_path else ""
-        pole_objects = [p for p in poles if p is not None]
-        objects = [target] + [r[1] for r in rows] + pole_objects
         driven: list[tuple[int, dict[str, Any]]] = []
-        bones = pose_of(ob).bones
 
         def read_driven(frame: int) -> None:  # the unsolved bones' own animation
-            driven.append((frame, {name: maps[name].entry(channel_quaternion(bones[name]),
-                                                          np.array(bones[name].location))
-                                   for name in driven_names}))
+            driven.append((frame, rig.driven_values()))
 
-        per_target = armature_space_tracks(context, objects, ob, range(start, end + 1),
-                                           read_driven if driven_names else None)
-        pole_tracks = iter(per_target[len(per_target) - len(pole_objects):])
-        per_target = per_target[:len(per_target) - len(pole_objects)]
-        pole_args = [None if p is None else
-                     {"pole": [(f, m[:3, 3]) for f, m in next(pole_tracks)], "pole_angle": a}
-                     for p, a in zip(poles, [float(s.pole_angle)] + [r[6] for r in rows],
-                                     strict=True)]
-        # Targets show their bone's orientation; the core solves for the joint's frame.
-        per_target = [joint_frame_track(track, maps, name, ob) for track, name in
-                      zip(per_target, [main] + [r[0] for r in rows], strict=True)]
-        tracks = [
-            EffectorTrack(name, frames, pos, rot, n, **(pole or {}))
-            for name, frames, (pos, rot), n, pole in zip(
-                names, per_target, [_main_weights(s)] + [(r[2], r[3]) for r in rows], lengths,
-                pole_args, strict=True)
-        ]
-        return cls(ob, skeleton, maps, tracks, s.method, not s.cold_start,
-                   s.solver_settings(), path, solved, s.bake_action, s.frame_step,
-                   s.key_reduction, driven or None)
+        per_object = armature_space_tracks(context, rig.objects, rig.armature,
+                                           range(start, end + 1),
+                                           read_driven if rig.driven_names else None)
+        return cls(rig.armature, rig.skeleton, rig.maps, rig.tracks(per_object), s.method,
+                   not s.cold_start, rig.settings, path, rig.solved, s.bake_action,
+                   s.frame_step, s.key_reduction, driven or None)
 
     def solve(self, progress: Callable[[int, int], None] | None = None) -> BakeResult:
         """Run the core's bake (warm-started frame to frame unless cold); no Blender data

@@ -197,6 +197,16 @@ def _rigid(m: Matrix) -> np.ndarray:
     return out
 
 
+def armature_space_poses(
+    depsgraph: bpy.types.Depsgraph, targets: Sequence[bpy.types.Object],
+    armature: bpy.types.Object,
+) -> list[np.ndarray]:
+    """Per target, its evaluated world pose in the armature's space now (4x4, metres,
+    scale removed; see :func:`armature_space_tracks`)."""
+    inverse = armature.evaluated_get(depsgraph).matrix_world.inverted_safe()
+    return [_rigid(inverse @ t.evaluated_get(depsgraph).matrix_world) for t in targets]
+
+
 def armature_space_tracks(
     context: bpy.types.Context, targets: Sequence[bpy.types.Object], armature: bpy.types.Object,
     frames: Sequence[int], each_frame: Callable[[int], None] | None = None,
@@ -217,10 +227,9 @@ def armature_space_tracks(
     try:
         for f in frames:
             scene.frame_set(f)
-            inverse = armature.evaluated_get(depsgraph).matrix_world.inverted_safe()
-            for track, target in zip(out, targets, strict=True):
-                local = inverse @ target.evaluated_get(depsgraph).matrix_world
-                track.append((int(f), _rigid(local)))
+            poses = armature_space_poses(depsgraph, targets, armature)
+            for track, pose in zip(out, poses, strict=True):
+                track.append((int(f), pose))
             if each_frame is not None:
                 each_frame(int(f))
     finally:
