@@ -2,7 +2,8 @@
 
 - Objects deleted with X stay alive as orphans while ``scene.dhik`` points at them;
   their transforms are frozen, so a bake against them would silently solve a still
-  target. :func:`require_in_scene` names them instead.
+  target. So are objects the view layer does not evaluate (disabled in viewports,
+  excluded collection). :func:`require_in_scene` names them instead.
 - :func:`bake_unavailable` is the reason ``dhik.bake`` is disabled (``poll_message_set``).
 - :func:`check_applied_scale` recognises Apply Scale on an armature that carries dhik
   joint data (bone heads scaled against the stored offsets) and says so.
@@ -36,10 +37,36 @@ def in_scene(scene: bpy.types.Scene, ob: bpy.types.Object) -> bool:
 
 
 def require_in_scene(scene: bpy.types.Scene, ob: bpy.types.Object, role: str) -> None:
-    """DhikError naming ``ob`` when it is not in ``scene`` (``role``: where it is set)."""
+    """DhikError naming ``ob`` (``role``: where it is set) when it is not in ``scene``, or
+    when the view layer does not evaluate it (Disable in Viewports on it or on its
+    collection, or its collection excluded): then its animation does not play and a bake
+    would read a frozen transform."""
     if not in_scene(scene, ob):
         raise DhikError.at("DHIK", role, f"object {ob.name!r} is not in scene {scene.name!r} "
                            "(deleted?); choose another one")
+    layer = bpy.context.view_layer
+    if layer is not None and not evaluated_in(layer, ob):
+        raise DhikError.at("DHIK", role, f"object {ob.name!r} is not evaluated in view layer "
+                           f"{layer.name!r} (disabled in viewports, or its collection is "
+                           "excluded or disabled), so its animation does not play; enable it")
+
+
+def evaluated_in(layer: bpy.types.ViewLayer, ob: bpy.types.Object) -> bool:
+    """Whether ``layer``'s depsgraph evaluates ``ob``: not disabled in viewports, and in a
+    collection reached through collections neither excluded nor disabled in viewports.
+    (Hiding with the eye keeps it evaluated. ``Object.evaluated_get`` cannot tell: it may
+    hand back a stale evaluated copy.)"""
+    if ob.hide_viewport:
+        return False
+
+    def reaches(lc: bpy.types.LayerCollection) -> bool:
+        if lc.exclude or lc.collection.hide_viewport:
+            return False
+        if lc.collection.objects.get(ob.name) == ob:
+            return True
+        return any(reaches(child) for child in lc.children)
+
+    return reaches(layer.layer_collection)
 
 
 def bake_unavailable(context: bpy.types.Context) -> str | None:
