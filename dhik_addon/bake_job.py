@@ -154,10 +154,10 @@ class BakeRig:
         for i, name in enumerate(self.names):
             # Targets show their bone's orientation; the core solves for the joint's frame.
             frames = joint_frame_track(per_object[i], self.maps, name, self.armature)
-            pole = {} if self.poles[i] is None else {
-                "pole": [(f, m[:3, 3]) for f, m in next(pole_tracks)],
-                "pole_angle": self.pole_angles[i]}
-            out.append(EffectorTrack(name, frames, *self.weights[i], self.lengths[i], **pole))
+            pole = None if self.poles[i] is None else [
+                (f, m[:3, 3].tolist()) for f, m in next(pole_tracks)]
+            out.append(EffectorTrack(name, frames, *self.weights[i], self.lengths[i], pole,
+                                     0.0 if pole is None else self.pole_angles[i]))
         return out
 
 
