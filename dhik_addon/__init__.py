@@ -1,13 +1,15 @@
 """The Blender layer of dhik: converts Blender data to core objects and calls the core.
 
 No IK math lives here. ``register()`` adds the operators (``dhik.*``), the sidebar
-panel, the File > Import / Export entries and ``Scene.dhik``.
+panel, the File > Import / Export entries, ``Scene.dhik`` and the live preview's
+``load_post`` handler.
 """
 
 from __future__ import annotations
 
 import bpy
 
+from . import preview
 from .operators_bake import DHIK_OT_bake
 from .operators_effectors import DHIK_OT_effector_add, DHIK_OT_effector_remove
 from .operators_io import (
@@ -57,10 +59,12 @@ def register() -> None:
     )
     bpy.types.TOPBAR_MT_file_import.append(menu_import)
     bpy.types.TOPBAR_MT_file_export.append(menu_export)
+    preview.register()
 
 
 def unregister() -> None:
     """Undo :func:`register`."""
+    preview.unregister()
     bpy.types.TOPBAR_MT_file_export.remove(menu_export)
     bpy.types.TOPBAR_MT_file_import.remove(menu_import)
     del bpy.types.Scene.dhik  # type: ignore[attr-defined]

@@ -56,6 +56,9 @@ class DHIK_PT_panel(bpy.types.Panel):
         col.row().prop(s, "bake_action", expand=True)
         col.prop(s, "frame_step")
         col.prop(s, "key_reduction")
+        layout.prop(s, "live_preview", toggle=True, icon="HIDE_OFF")
+        if s.preview_error and not s.live_preview:
+            layout.label(text=f"Preview stopped: {s.preview_error}", icon="ERROR")
         layout.operator("dhik.bake", icon="RENDER_ANIMATION")
 
         if s.has_result:

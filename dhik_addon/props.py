@@ -41,6 +41,12 @@ BAKE_ACTION_ITEMS = [
 ]
 
 
+def _live_preview_changed(self: DHIK_PG_settings, context: bpy.types.Context) -> None:
+    from . import preview  # imported here: preview imports this module
+
+    preview.toggled(self, context)
+
+
 def _is_armature(_self: DHIK_PG_settings, ob: bpy.types.Object) -> bool:
     return ob.type == "ARMATURE"
 
@@ -135,6 +141,9 @@ class DHIK_PG_settings(bpy.types.PropertyGroup):
         bake_action: str
         frame_step: int
         key_reduction: float
+        live_preview: bool
+        preview_saved: str
+        preview_error: str
         has_result: bool
         result_frames: int
         result_converged: int
@@ -242,6 +251,15 @@ class DHIK_PG_settings(bpy.types.PropertyGroup):
             "moves more than this (radians for rotations, metres for slides) from its solved "
             "value when Blender interpolates between the kept keys",
         )
+        live_preview: BoolProperty(
+            name="Live Preview", default=False, update=_live_preview_changed,
+            description="Pose the armature on its targets at the current frame, again on "
+            "every frame change and whenever a target moves. Nothing is keyed; turning it "
+            "off puts the bones back as they were",
+        )
+        # The channels of the bones the preview poses, as before it was turned on (JSON).
+        preview_saved: StringProperty(default="", options={"HIDDEN"})
+        preview_error: StringProperty(default="")  # why the preview last stopped
         # Result of the last bake (read-only in the panel).
         has_result: BoolProperty(default=False)
         result_frames: IntProperty(default=0)
