@@ -28,11 +28,13 @@ from __future__ import annotations
 
 import argparse
 import concurrent.futures as cf
+import itertools
 import json
 import logging
 import os
 import signal
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -49,7 +51,8 @@ DONE, SKIPPED, FAILED, NOT_RUN = "done", "skipped", "failed", "not run"
 CLUSTER_HINT = "pip install 'dhik[cluster]'"
 ATTEMPTS = 3  # runs of a job whose worker process dies before it is recorded as failed
 
-ExecutorFactory = Callable[[int], cf.Executor]  # number of jobs -> a fresh executor
+# number of jobs -> a fresh executor, and how many jobs to keep submitted to it at once
+ExecutorFactory = Callable[[int], tuple[cf.Executor, int]]
 
 
 @dataclass(frozen=True)
@@ -366,11 +369,30 @@ def cores() -> int:
 def pool_factory(workers: int) -> ExecutorFactory:
     """Fresh process pools of at most ``workers`` processes (fewer for fewer jobs)."""
 
-    def make(jobs: int) -> cf.Executor:
-        return cf.ProcessPoolExecutor(max_workers=max(1, min(workers, jobs)),
-                                      initializer=_worker_init)
+    def make(jobs: int) -> tuple[cf.Executor, int]:
+        n = max(1, min(workers, jobs))
+        # a pool starts what it is given (it cannot cancel a job once queued to a worker),
+        # so it is given one job per worker: after Ctrl-C only the running jobs finish
+        return cf.ProcessPoolExecutor(max_workers=n, initializer=_worker_init), n
 
     return make
+
+
+@contextmanager
+def _sigint_ignored() -> Iterator[None]:
+    """SIGINT ignored meanwhile (main thread only): processes started now inherit that.
+
+    A terminal's Ctrl-C goes to every process of the foreground group; Python keeps an
+    inherited SIG_IGN, so those workers leave the stopping to the batch.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 @contextmanager
@@ -380,26 +402,49 @@ def dask_factory(scheduler: str, workers: int | None) -> Iterator[ExecutorFactor
         from distributed import Client, LocalCluster
     except ImportError:
         raise DhikError(f"--scheduler needs Dask distributed: {CLUSTER_HINT}") from None
-    cluster = None
-    if scheduler == "local":
-        cluster = LocalCluster(n_workers=workers or cores(), threads_per_worker=1,
-                               processes=True, dashboard_address=None,
-                               silence_logs=logging.ERROR)
-        client = Client(cluster)
-    else:
-        if workers is not None:
-            raise DhikError("--workers goes with the process pool or --scheduler local; "
-                            "a cluster's size is the cluster's")
+    # the batch reports each job's failure itself; the cluster's own log records (a
+    # cancelled task's, a connection closed at shutdown) would only break its one line
+    with _quiet_logs("distributed", "tornado"):
+        cluster = None
+        if scheduler == "local":
+            with _sigint_ignored():  # the worker processes inherit it: Ctrl-C is ours
+                # no dashboard; the scheduler's HTTP routes on a free port (not 8787,
+                # which another cluster may hold)
+                cluster = LocalCluster(n_workers=workers or cores(), threads_per_worker=1,
+                                       processes=True, dashboard_address="127.0.0.1:0",
+                                       scheduler_kwargs={"dashboard": False},
+                                       silence_logs=logging.CRITICAL)
+            client = Client(cluster)
+        else:
+            if workers is not None:
+                raise DhikError("--workers goes with the process pool or --scheduler "
+                                "local; a cluster's size is the cluster's")
+            try:
+                client = Client(scheduler, timeout="10s")
+            except (OSError, ValueError, TypeError) as err:
+                raise DhikError(f"--scheduler {scheduler}: cannot connect: {err}") from None
         try:
-            client = Client(scheduler, timeout="10s")
-        except (OSError, ValueError, TypeError) as err:
-            raise DhikError(f"--scheduler {scheduler}: cannot connect: {err}") from None
+            # every job at once: Dask cancels queued tasks, and an adaptive cluster
+            # scales to the queue
+            yield lambda jobs: (client.get_executor(pure=False), jobs)
+        finally:
+            client.close()
+            if cluster is not None:
+                cluster.close()
+
+
+@contextmanager
+def _quiet_logs(*names: str) -> Iterator[None]:
+    """Only critical records from these loggers meanwhile."""
+    loggers = [logging.getLogger(n) for n in names]
+    levels = [lg.level for lg in loggers]
+    for lg in loggers:
+        lg.setLevel(logging.CRITICAL)
     try:
-        yield lambda jobs: client.get_executor(pure=False)
+        yield
     finally:
-        client.close()
-        if cluster is not None:
-            cluster.close()
+        for lg, level in zip(loggers, levels, strict=True):
+            lg.setLevel(level)
 
 
 # ------------------------------------------------------------------------- the batch
@@ -462,10 +507,12 @@ def run_jobs(
 ) -> BatchResult:
     """Run ``jobs`` through executors from ``make_executor`` (process pool or Dask).
 
-    Up-to-date jobs are skipped unless ``force``. A job whose worker dies (the pool
-    breaks) runs again in a fresh executor, up to :data:`ATTEMPTS` times. Ctrl-C cancels
-    the jobs not started, lets the running ones finish (their files are whole), and
-    returns with ``interrupted`` set.
+    Up-to-date jobs are skipped unless ``force``. When a worker process dies (the pool
+    breaks), the jobs that were in flight run again one at a time in fresh pools, so the
+    one that kills its worker :data:`ATTEMPTS` times alone is recorded as failed and the
+    others are baked. At most ``window`` jobs (from the factory) are submitted at once.
+    Ctrl-C cancels the jobs not started, lets the running ones finish (their files are
+    whole), and returns with ``interrupted`` set.
     """
     start = time.perf_counter()
     outdir = os.path.abspath(outdir)
@@ -485,44 +532,83 @@ def run_jobs(
 
     tick()
     tries = dict.fromkeys((j.name for j in todo), 0)
+    suspects: list[Job] = []  # in flight when a pool broke: run again one at a time
     interrupted = False
-    while todo and not interrupted:
-        retry: list[Job] = []
-        with make_executor(len(todo)) as executor:
-            futures = {executor.submit(job_fn, job, outdir): job for job in todo}
+    while (todo or suspects) and not interrupted:
+        alone = bool(suspects)  # one job in flight: a break is that job's own
+        round_jobs = suspects if alone else todo
+        broken: list[Job] = []
+        queue = iter(round_jobs)
+        futures: dict[cf.Future, Job] = {}
+        executor, window = make_executor(1 if alone else len(round_jobs))
+        window = 1 if alone else window
+        with executor:
             try:
-                for fut in cf.as_completed(futures):
-                    job = futures[fut]
-                    try:
-                        res = fut.result()
-                    except cf.BrokenExecutor:
-                        tries[job.name] += 1
-                        if tries[job.name] < ATTEMPTS:
-                            retry.append(job)
+                for job in itertools.islice(queue, window):
+                    futures[executor.submit(job_fn, job, outdir)] = job
+                while futures:
+                    done, _ = cf.wait(futures, return_when=cf.FIRST_COMPLETED)
+                    for fut in done:
+                        job = futures.pop(fut)
+                        try:
+                            res = fut.result()
+                        except cf.BrokenExecutor:
+                            broken.append(job)
                             continue
-                        res = JobResult(job.name, FAILED, "the worker process died running "
-                                        "this job (a crash, or out of memory)")
-                    except Exception as err:  # e.g. Dask's KilledWorker
-                        res = JobResult(job.name, FAILED, f"{type(err).__name__}: {err}")
-                    results[job.name] = res
-                    tick()
+                        except Exception as err:  # e.g. Dask's KilledWorker
+                            res = JobResult(job.name, FAILED, f"{type(err).__name__}: {err}")
+                        results[job.name] = res
+                        tick()
+                        if not broken:  # a broken pool takes no more jobs
+                            for nxt in itertools.islice(queue, 1):
+                                futures[executor.submit(job_fn, nxt, outdir)] = nxt
+            except cf.BrokenExecutor:  # broke while a job was being submitted
+                broken.extend(futures.values())
+                futures.clear()
             except KeyboardInterrupt:
                 interrupted = True
                 for fut in futures:
                     fut.cancel()  # a pool's running jobs go on to the end: whole files
         if interrupted:  # the executor has shut down: keep what the running jobs did
             for fut, job in futures.items():
-                if job.name not in results and fut.done() and not fut.cancelled():
-                    try:
-                        results[job.name] = fut.result()
-                    except Exception:  # noqa: S110 - not run, as reported below
-                        pass
-        todo = [j for j in jobs if j in retry]
+                if fut.done() and not fut.cancelled() and fut.exception() is None:
+                    results[job.name] = fut.result()
+            break
+        unsubmitted = list(queue)
+        if alone:
+            for job in broken:
+                tries[job.name] += 1
+                if tries[job.name] >= ATTEMPTS:
+                    results[job.name] = JobResult(job.name, FAILED, "the worker process died "
+                                                  "running this job (a crash, or out of memory)")
+                    tick()
+            suspects = [j for j in suspects if j.name not in results]
+        else:
+            suspects, todo = broken, unsubmitted
     final = [results.get(j.name, JobResult(j.name, NOT_RUN)) for j in jobs]
-    for r in final:
-        if r.status not in (DONE, SKIPPED):
-            _tidy(os.path.join(outdir, r.name))
+    if not interrupted:  # else settle_interrupted, once no worker of ours runs
+        for r in final:
+            if r.status not in (DONE, SKIPPED):
+                _tidy(os.path.join(outdir, r.name))
     return BatchResult(final, time.perf_counter() - start, interrupted)
+
+
+def settle_interrupted(batch: BatchResult, jobs: Sequence[Job], outdir: str) -> None:
+    """After Ctrl-C and the executor's shutdown: a job whose files a worker finished
+    (its result not yet received) is done; temporary files of killed writes go."""
+    by_name = {j.name: j for j in jobs}
+    for k, r in enumerate(batch.results):
+        folder = os.path.join(outdir, r.name)
+        if r.status == NOT_RUN and up_to_date(by_name[r.name], outdir):
+            try:
+                with open(os.path.join(folder, REPORT), encoding="utf-8") as f:
+                    rep = json.load(f)
+                batch.results[k] = JobResult(r.name, DONE, None, int(rep["frames"]),
+                                             int(rep["converged"]))
+            except (OSError, ValueError, KeyError, TypeError):
+                pass
+        if batch.results[k].status not in (DONE, SKIPPED):
+            _tidy(folder)
 
 
 def bake_many(
@@ -552,6 +638,8 @@ def bake_many(
     else:
         with dask_factory(scheduler, workers) as factory:
             batch = run_jobs(jobs, outdir, factory, force=force, progress=bar)
+    if batch.interrupted:
+        settle_interrupted(batch, jobs, outdir)
     if report:
         atomic_write_json(report, batch.report(outdir))
     if batch.interrupted:
