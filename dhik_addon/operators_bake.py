@@ -18,7 +18,7 @@ from .access import window_manager
 from .armature_read import skeleton_notes
 from .bake_job import BakeJob, BakeThread
 from .props import settings
-from .safety import bake_unavailable
+from .safety import bake_unavailable, posed_fixed_bones
 
 if TYPE_CHECKING:
     from .access import OperatorResult
@@ -46,11 +46,19 @@ class DHIK_OT_bake(bpy.types.Operator):
     def _finish(
         self, context: bpy.types.Context, job: BakeJob, result: BakeResult
     ) -> OperatorResult:
+        posed: list[str] = []
+        if job.bake_action == "CURRENT":  # (a new action starts every bone at rest)
+            posed = posed_fixed_bones(job.armature, job.skeleton.defn,
+                                      [t.name for t in job.tracks])
         try:
             job.apply(context, result)
         except DhikError as err:
             self.report({"ERROR"}, str(err))
             return {"CANCELLED"}
+        if posed:
+            self.report({"WARNING"}, f"Bones {', '.join(map(repr, posed))} are fixed joints "
+                        "on the chain but posed or animated: the bake took them at rest, so "
+                        "where they move the effectors miss their targets")
         level: Literal["INFO", "WARNING"] = (
             "INFO" if result.converged_count == len(result.records) else "WARNING"
         )

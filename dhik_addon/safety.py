@@ -15,6 +15,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import Any
 
 import bpy
@@ -23,6 +24,7 @@ import numpy as np
 from ..core.app.formats import detect_kind
 from ..core.errors import DhikError
 from ..core.model.definition import SkeletonDef
+from . import keying
 from .access import armature_data
 from .layout import rest_frames
 
@@ -90,6 +92,42 @@ def bake_unavailable(context: bpy.types.Context) -> str | None:
     if not in_scene(scene, target):
         return f"Target {target.name!r} is not in the scene (deleted?)"
     return None
+
+
+TRANSFORMS = ("location", "rotation_quaternion", "rotation_euler", "rotation_axis_angle",
+              "scale")
+
+
+def posed_fixed_bones(
+    ob: bpy.types.Object, defn: SkeletonDef, effectors: Sequence[str]
+) -> list[str]:
+    """Bones of fixed joints between the effectors and the root (root included) that are
+    posed or animated in ``ob``'s current action. The solve takes them at rest, so where
+    they move, Blender's pose differs from the solved one (a WARNING, not an error: the
+    user's animation is kept as it is)."""
+    parent = {j.name: j.parent for j in defn.joints}
+    on_path: set[str] = set()
+    for name in effectors:
+        at: str | None = name
+        while at is not None and at not in on_path:
+            on_path.add(at)
+            at = parent[at]
+    pose = ob.pose
+    if pose is None:
+        return []
+    cb = keying.assigned_channelbag(ob)
+    out: list[str] = []
+    for j in defn.joints:
+        pb = pose.bones.get(j.name)
+        if j.type != "fixed" or j.name not in on_path or pb is None:
+            continue
+        basis = np.array(pb.matrix_basis, dtype=np.float64)
+        keyed = cb is not None and any(
+            cb.fcurves.find(pb.path_from_id(prop), index=i) is not None
+            for prop in TRANSFORMS for i in range(4))
+        if keyed or not np.allclose(basis, np.eye(4), atol=1e-9):
+            out.append(j.name)
+    return out
 
 
 def import_unavailable(context: bpy.types.Context) -> str | None:

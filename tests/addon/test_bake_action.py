@@ -489,3 +489,23 @@ def test_interactive_path_honours_the_options(body, addon):
     inside = [k[0][0] for k in interactive[('pose.bones["Wrist"].rotation_quaternion', 0)]
               if START <= k[0][0] <= END]
     assert set(inside) <= set(range(START, END + 1, 2)) | {END} and len(inside) < 61
+
+
+def test_posed_fixed_bone_on_the_chain_is_warned_about(body, capfd):
+    """The fixed root keyed by the user keeps its keys, and the bake says it took it at
+    rest; a bone off the chain (the head) or a NEW bake gives no such warning."""
+    ob, _ = body
+    root = ob.pose.bones["Root"]
+    root.location = (0.0, 0.0, 0.1)
+    root.keyframe_insert("location", frame=0)
+    ob.pose.bones["Head"].keyframe_insert("rotation_quaternion", frame=0)
+    before = snapshot(channelbag(ob))
+    capfd.readouterr()
+    bake()
+    out = capfd.readouterr().out
+    assert "Bones 'Root' are fixed joints on the chain but posed or animated" in out
+    after = snapshot(channelbag(ob))
+    assert after[('pose.bones["Root"].location', 2)] == before[('pose.bones["Root"].location', 2)]
+    bpy.context.scene.dhik.bake_action = "NEW"
+    bake()
+    assert "fixed joints on the chain" not in capfd.readouterr().out
