@@ -121,6 +121,22 @@ class KeyPlan:
         return max((b.max_error for b in self.bones), default=0.0)
 
 
+def channel_rows(
+    pb: bpy.types.PoseBone, jm: JointMap, entries: Sequence[dict],
+    start: np.ndarray | None = None,
+) -> tuple[str, str, np.ndarray]:
+    """``(pose-bone property, key_curves kind, rows)``: the channel that carries joint
+    ``jm`` on bone ``pb`` for SPEC 3.3 ``entries``, one row each. Prismatic joints give
+    their location (m); rotations come in the bone's rotation mode, continuous, the first
+    row continuing ``start`` (a channel value of that mode) when given."""
+    raw = np.array([jm.channel_value(e) for e in entries], dtype=float)
+    if jm.channel == "location":
+        return "location", kc.LOCATION, raw
+    mode = pb.rotation_mode
+    kind = mode if mode in kc.KINDS else kc.QUATERNION
+    return rotation_prop(mode), kind, kc.rotation_channel(kind, raw, start)
+
+
 def plan_keys(
     ob: bpy.types.Object, maps: dict[str, JointMap], frames: Sequence[dict],
     solved: Sequence[str], frame_step: int = 1, key_reduction: float = 0.0,
@@ -147,14 +163,9 @@ def plan_keys(
         jm = maps[name]
         if jm.channel is None:
             continue
-        raw = np.array([jm.channel_value(fr["joints"][name]) for fr in frames], dtype=float)
-        if jm.channel == "location":
-            prop, kind, values = "location", kc.LOCATION, raw
-        else:
-            mode = bones[name].rotation_mode
-            kind = mode if mode in kc.KINDS else kc.QUATERNION
-            start = None if before is None else before.get(name)
-            prop, values = rotation_prop(mode), kc.rotation_channel(kind, raw, start)
+        start = None if before is None else before.get(name)
+        prop, kind, values = channel_rows(bones[name], jm, [fr["joints"][name] for fr in frames],
+                                          start)
         cand_frames, cand_values = numbers[pick], values[pick]
         kept = kc.reduce_keys(kind, cand_frames, cand_values, key_reduction)
         error = kc.max_key_error(kind, cand_frames, cand_values, kept)
