@@ -8,9 +8,9 @@ the current frame with the core's robust method and set the solved bones' channe
 
 - The rig is read as a bake reads it (:class:`~.bake_job.BakeRig`: bones, effectors,
   weights, extra rows, chain lengths, poles, the driven bones' own pose), and the joint
-  values become channels as a bake keys them (:func:`~.bake_keys.plan_keys` on one
-  frame: each bone's rotation mode, Euler angles continued from the bone's current ones;
-  the other transform channels of a solved bone at rest).
+  values become channels as a bake keys them (:func:`~.bake_keys.channel_rows`: each
+  bone's rotation mode, Euler angles continued from the bone's current ones; the other
+  transform channels of a solved bone at rest).
 - The compiled model and the last solved state are kept between updates: each solve is
   warm-started from the last one (``solve_robust(previous=...)``), with restarts only
   when that fails. The first solve starts from the bones' current pose.
@@ -45,7 +45,7 @@ from ..core.solver.robust import solve_robust
 from .access import pose_of
 from .animation import channel_quaternion
 from .bake_job import BakeRig
-from .bake_keys import REST, plan_keys, rotation_prop
+from .bake_keys import REST, channel_rows, rotation_prop
 from .props import DHIK_PG_settings, scene_settings
 from .safety import require_in_scene
 from .targets import armature_space_poses
@@ -110,9 +110,11 @@ def solve_count(scene: bpy.types.Scene) -> int:
 
 
 def register() -> None:
-    """Arm ``load_post`` (the frame and depsgraph handlers follow the scenes' setting)."""
-    if _on_load not in bpy.app.handlers.load_post:
-        bpy.app.handlers.load_post.append(_on_load)
+    """Arm ``load_post``, ``undo_post`` and ``redo_post`` (the frame and depsgraph handlers
+    follow the scenes' setting)."""
+    for handlers in _RELOAD:
+        if _on_load not in handlers:
+            handlers.append(_on_load)
 
 
 def unregister() -> None:
@@ -120,8 +122,9 @@ def unregister() -> None:
     for handlers, fn in _HANDLERS:
         while fn in handlers:
             handlers.remove(fn)
-    while _on_load in bpy.app.handlers.load_post:
-        bpy.app.handlers.load_post.remove(_on_load)
+    for handlers in _RELOAD:
+        while _on_load in handlers:
+            handlers.remove(_on_load)
     _LIVE.clear()
 
 
@@ -140,6 +143,7 @@ def _on_depsgraph(scene: bpy.types.Scene, depsgraph: bpy.types.Depsgraph | None 
 
 @bpy.app.handlers.persistent
 def _on_load(_path: object = None, _more: object = None) -> None:
+    """A loaded file or an undo step: Blender data may be new, read the rigs again."""
     _LIVE.clear()
     _BUSY.clear()
     _sync_handlers()
@@ -147,6 +151,7 @@ def _on_load(_path: object = None, _more: object = None) -> None:
 
 _HANDLERS = ((bpy.app.handlers.frame_change_post, _on_frame),
              (bpy.app.handlers.depsgraph_update_post, _on_depsgraph))
+_RELOAD = (bpy.app.handlers.load_post, bpy.app.handlers.undo_post, bpy.app.handlers.redo_post)
 
 
 def _previewing() -> bool:
@@ -182,7 +187,11 @@ def _guarded(scene: bpy.types.Scene, depsgraph: bpy.types.Depsgraph | None,
         return
     _BUSY.add(key)
     try:
-        _update(scene, s, depsgraph, force)
+        try:
+            _update(scene, s, depsgraph, force)
+        except ReferenceError:  # data the cache held was freed (an undo): read it again
+            _LIVE.pop(key, None)
+            _update(scene, s, depsgraph, force)
     except DhikError as err:
         _fault(scene, s, str(err))
     except Exception as err:  # not a DhikError: still one line, and the preview stops
@@ -206,8 +215,30 @@ def _fault(scene: bpy.types.Scene, s: DHIK_PG_settings, message: str) -> None:
 # --------------------------------------------------------------------------- one update
 
 
+_IK_PROPS = [f"{kind}_{a}" for kind in ("lock_ik", "use_ik_limit", "ik_min", "ik_max")
+             for a in "xyz"]
+
+
+def _rig_signature(ob: bpy.types.Object | None) -> bytes:
+    """The armature's bones as the rig reads them: names, parents, rest matrices, IK
+    locks and limits (a change, e.g. after Edit Mode, reads the rig again)."""
+    if ob is None or not isinstance(ob.data, bpy.types.Armature) or ob.pose is None:
+        return b""
+    bones = ob.data.bones
+    parts = ["|".join(f"{b.name}>{b.parent.name if b.parent else ''}" for b in bones).encode()]
+    rest = np.empty(len(bones) * 16, dtype=np.float32)
+    bones.foreach_get("matrix_local", rest)
+    parts.append(rest.tobytes())
+    for prop in _IK_PROPS:
+        arr = np.empty(len(ob.pose.bones), dtype=np.float32)
+        ob.pose.bones.foreach_get(prop, arr)
+        parts.append(arr.tobytes())
+    return b"".join(parts)
+
+
 def _signature(s: DHIK_PG_settings) -> tuple[Any, ...]:
-    """Every setting the solve depends on (objects by identity), rows included."""
+    """Every setting the solve depends on (objects by identity), rows included, and the
+    armature's bones."""
 
     def values(group: Any) -> tuple[Any, ...]:
         out: list[Any] = []
@@ -225,7 +256,7 @@ def _signature(s: DHIK_PG_settings) -> tuple[Any, ...]:
             out.append((name, value))
         return tuple(out)
 
-    return values(s)
+    return values(s), _rig_signature(s.armature)
 
 
 def _update(scene: bpy.types.Scene, s: DHIK_PG_settings,
@@ -276,7 +307,7 @@ def _update(scene: bpy.types.Scene, s: DHIK_PG_settings,
     live.state = model.save()
     live.converged = bool(result.converged)
     live.solves += 1
-    _pose(rig, frame, model.joint_values(live.state))
+    _pose(rig, model.joint_values(live.state))
 
 
 def _xyz(v: Any) -> tuple[float, float, float]:
@@ -315,21 +346,23 @@ def _start(scene: bpy.types.Scene, signature: tuple[Any, ...]) -> _Live:
     return live
 
 
-def _pose(rig: BakeRig, frame: int, values: dict[str, dict[str, Any]]) -> None:
-    """Set the solved bones' channels to ``values`` as a bake keys them (rotation mode,
-    Euler angles continued from the current ones); their other channels at rest."""
+def _pose(rig: BakeRig, values: dict[str, dict[str, Any]]) -> None:
+    """Set the solved bones' channels to ``values`` as a bake keys them
+    (:func:`~.bake_keys.channel_rows`: each bone's rotation mode, Euler angles continued
+    from the current ones); their other transform channels at rest, as a bake holds them."""
     bones = pose_of(rig.armature).bones
-    names = [n for n in rig.solved if n in values]
-    before = {n: np.array(getattr(bones[n], rotation_prop(bones[n].rotation_mode)),
-                          dtype=float) for n in names}
-    plan = plan_keys(rig.armature, rig.maps, [{"frame": frame, "joints": values}], names,
-                     before=before)
-    for bk in plan.bones:
-        pb = bones[bk.bone]
-        setattr(pb, bk.prop, [float(v) for v in bk.values[0]])
-        for prop in ("location", rotation_prop(pb.rotation_mode), "scale"):
-            if prop != bk.prop:
-                setattr(pb, prop, REST[prop])
+    for name in rig.solved:
+        jm, entry = rig.maps[name], values.get(name)
+        if jm.channel is None or entry is None:
+            continue
+        pb = bones[name]
+        rotation = rotation_prop(pb.rotation_mode)
+        now = None if jm.channel == "location" else np.array(getattr(pb, rotation), dtype=float)
+        prop, _kind, rows = channel_rows(pb, jm, [entry], now)
+        setattr(pb, prop, rows[0].tolist())
+        for held in ("location", rotation, "scale"):
+            if held != prop:
+                setattr(pb, held, REST[held])
 
 
 # --------------------------------------------------------------------------- saved pose

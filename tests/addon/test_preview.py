@@ -11,6 +11,7 @@ import bpy
 import numpy as np
 from addon_helpers import (
     TWO_ARMS,
+    build_plain_rig,
     keyed_root,
     reachable_targets,
     two_arm_poses,
@@ -240,6 +241,29 @@ def test_a_rig_the_bake_refuses_is_refused_when_turned_on(addon, mixed_files, ca
     s.live_preview = True
     assert not s.live_preview
     assert "'Base' is the fixed root" in s.preview_error
+    assert _channels(ob) == channels
+    assert "Traceback" not in capfd.readouterr().err
+
+
+def test_a_rig_made_unusable_while_previewing_turns_it_off(addon, capfd):
+    """A leg made in Blender: locking every IK axis of hip and knee leaves the toe without
+    a movable joint, which the bake refuses; the preview stops with that report."""
+    ob = build_plain_rig()
+    target = bpy.data.objects.new("goal", None)
+    bpy.context.collection.objects.link(target)
+    target.location = (0.0, -0.5, 1.5)
+    s = bpy.context.scene.dhik
+    s.armature, s.effector, s.target, s.orientation_weight = ob, "toe", target, 0.0
+    channels = _channels(ob)
+    s.live_preview = True
+    pe, _ = _on_target(ob, "toe", target, s)
+    assert s.live_preview and pe < s.position_tolerance
+    for name in ("hip", "knee"):
+        pb = ob.pose.bones[name]
+        pb.lock_ik_x = pb.lock_ik_y = pb.lock_ik_z = True
+    bpy.context.view_layer.update()
+    assert not s.live_preview
+    assert "'toe' has no movable joint" in s.preview_error
     assert _channels(ob) == channels
     assert "Traceback" not in capfd.readouterr().err
 

@@ -1,0 +1,123 @@
+"""The add-on's live preview, timed per frame: run in the bpy venv.
+
+Usage: ``.venv-bpy/bin/python bench/preview.py [skeleton.json targets.json] [--frames N]``
+(default: ``sample_scenes/arm7``, all of its 240 frames). In a fresh factory scene the
+skeleton and targets come in through the add-on (``dhik.import_skeleton``,
+``dhik.import_targets``), then ``scene.frame_set(f)`` is timed for every frame in order,
+twice: with ``scene.dhik.live_preview`` off (Blender's own frame change: the targets'
+animation) and on (the same plus the preview's handler: read the targets, one
+warm-started robust solve, the pose written, and Blender's second evaluation of the
+posed armature). The preview's cost is the difference. Every frame with the preview on is
+checked: the effector bone on its target (Blender's evaluated matrices) within the
+solver's tolerances. Prints a table (mean, median, p99 in milliseconds per frame); times
+vary with the machine and its load (about +-20 % here).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import math
+import statistics
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _register():  # noqa: ANN202 - the extension module
+    spec = importlib.util.spec_from_file_location(
+        "dhik_blender", ROOT / "__init__.py", submodule_search_locations=[str(ROOT)])
+    assert spec is not None and spec.loader is not None
+    addon = importlib.util.module_from_spec(spec)
+    sys.modules["dhik_blender"] = addon
+    spec.loader.exec_module(addon)
+    addon.register()
+    return addon
+
+
+def _times(frames: list[int], check=None) -> list[float]:  # noqa: ANN001
+    import bpy
+
+    scene = bpy.context.scene
+    out = []
+    for f in frames:
+        t0 = time.perf_counter()
+        scene.frame_set(f)
+        out.append(time.perf_counter() - t0)
+        if check is not None:
+            check(f)
+    return out
+
+
+def _row(name: str, ts: list[float]) -> str:
+    ms = sorted(t * 1e3 for t in ts)
+    p99 = ms[min(len(ms) - 1, math.ceil(0.99 * len(ms)) - 1)]
+    return (f"| {name} | {len(ms)} | {statistics.fmean(ms):.3f} | {statistics.median(ms):.3f} "
+            f"| {p99:.3f} |")
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("files", nargs="*", default=[str(ROOT / "sample_scenes/arm7/skeleton.json"),
+                                                    str(ROOT / "sample_scenes/arm7/targets.json")])
+    parser.add_argument("--frames", type=int, default=0, help="first N frames (0: all)")
+    args = parser.parse_args(argv)
+    import bpy
+    import numpy as np
+
+    addon = _register()
+    try:
+        bpy.ops.wm.read_homefile(use_empty=True, use_factory_startup=True)
+        assert bpy.ops.dhik.import_skeleton(filepath=args.files[0]) == {"FINISHED"}
+        assert bpy.ops.dhik.import_targets(filepath=args.files[1]) == {"FINISHED"}
+        scene = bpy.context.scene
+        s = scene.dhik
+        ob, target = s.armature, s.target
+        frames = list(range(scene.frame_start, scene.frame_end + 1))
+        if args.frames:
+            frames = frames[:args.frames]
+        leaves = [b.name for b in ob.data.bones if not b.children]
+        effector = s.effector or leaves[0]
+        worst = [0.0, 0.0]
+        within = [0]
+
+        def check(_f: int) -> None:
+            dg = bpy.context.evaluated_depsgraph_get()
+            ev = ob.evaluated_get(dg)
+            m = np.array(ev.matrix_world @ ev.pose.bones[effector].matrix, dtype=float)
+            t = np.array(target.evaluated_get(dg).matrix_world, dtype=float)
+            worst[0] = max(worst[0], float(np.linalg.norm(m[:3, 3] - t[:3, 3])))
+            r = m[:3, :3] @ t[:3, :3].T
+            angle = math.acos(max(-1.0, min(1.0, (np.trace(r) - 1) / 2)))
+            worst[1] = max(worst[1], angle)
+            pe = float(np.linalg.norm(m[:3, 3] - t[:3, 3]))
+            within[0] += pe < s.position_tolerance and angle < s.orientation_tolerance
+
+        scene.frame_set(frames[-1])
+        off = _times(frames, lambda _f: bpy.context.evaluated_depsgraph_get())
+        scene.frame_set(frames[-1])
+        s.live_preview = True  # first solve here, outside the timed frames
+        solves = addon.dhik_addon.preview.solve_count(scene)
+        on = _times(frames, check)
+        solves = addon.dhik_addon.preview.solve_count(scene) - solves
+        s.live_preview = False
+        extra = [a - b for a, b in zip(on, off, strict=True)]
+        print(f"live preview on {Path(args.files[0]).parent.name}: {len(frames)} frames, "
+              f"effector {effector!r}, {solves} solves; effector on target on {within[0]} "
+              f"frames; worst error {worst[0]:.3g} m, {worst[1]:.3g} rad (tolerances "
+              f"{s.position_tolerance:.3g} m, {s.orientation_tolerance:.3g} rad)")
+        print()
+        print("| scene.frame_set | frames | mean ms | median ms | p99 ms |")
+        print("|---|---|---|---|---|")
+        print(_row("preview off", off))
+        print(_row("preview on", on))
+        print(_row("difference (the preview's update)", extra))
+    finally:
+        addon.unregister()  # bpy as a module hangs at exit with callables registered
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))
