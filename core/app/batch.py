@@ -11,10 +11,12 @@ sub-folder) or a ``jobs.json`` manifest::
                "options": {"max-iterations": 50, "cold-start": true, ...}}]}
 
 with paths relative to the manifest and the options of ``dhik bake`` by their long name
-without the dashes. Each job writes ``OUTDIR/<name>/animation.json`` (byte for byte what
-``dhik bake`` writes), ``OUTDIR/<name>/report.json`` (the records of ``dhik bake
---report``) and last a small ``.dhik-job.json`` naming the inputs and options it was
-baked from, every file atomically. A job whose three files are newer than its inputs
+without the dashes (an option that ``dhik bake`` repeats per effector takes an array;
+the file of ``driven`` is an input of the job, like the skeleton and targets). Each
+job writes ``OUTDIR/<name>/animation.json`` (byte for byte what ``dhik bake`` writes),
+``OUTDIR/<name>/report.json`` (the records of ``dhik bake --report``) and last a small
+``.dhik-job.json`` naming the inputs and options it was baked from, every file
+atomically. A job whose three files are newer than its inputs
 and whose inputs and options are unchanged is skipped unless ``force``.
 
 Jobs run through a :class:`concurrent.futures.Executor`: a process pool (the default) or
@@ -73,7 +75,7 @@ class Job:
 
     def inputs(self) -> list[str]:
         return [self.skeleton] + ([self.targets] if self.targets else []) + [
-            t.path for t in self.tracks]
+            t.path for t in self.tracks] + ([self.options.driven] if self.options.driven else [])
 
     def fingerprint(self) -> dict[str, Any]:
         """What the outputs were baked from (JSON); a change re-bakes the job."""
@@ -196,7 +198,7 @@ def _manifest_job(item: Any, src: str, p: str, base: str, seen: set[str]) -> Job
     else:
         fail(src, f"{p}.targets", "must be a path or a non-empty object {EFFECTOR: path "
                                   f'or {{"file": path, "weights": [pos, rot]}}}}, got {show(raw)}')
-    options = _options(item.get("options", {}), src, f"{p}.options")
+    options = _options(item.get("options", {}), src, f"{p}.options", base)
     return Job(name, skeleton, targets, effector, tracks, options)
 
 
@@ -240,11 +242,17 @@ class _OptionParser(argparse.ArgumentParser):
 
 
 _FLAGS = {flag[2:] for flag, kw in BAKE_OPTIONS if kw.get("action") == "store_true"}
+_REPEATED = {flag[2:] for flag, kw in BAKE_OPTIONS if kw.get("action") == "append"}
 _VALUES = {flag[2:] for flag, kw in BAKE_OPTIONS} - _FLAGS
+_PATHS = {"driven"}  # options naming a file: relative to the manifest, inputs of the job
 
 
-def _options(value: Any, src: str, p: str) -> BakeOptions:
-    """A job's options, checked exactly as ``dhik bake`` checks its command line."""
+def _options(value: Any, src: str, p: str, base: str) -> BakeOptions:
+    """A job's options, checked exactly as ``dhik bake`` checks its command line.
+
+    An option that ``dhik bake`` takes once per effector (``chain-length``, ``pole``)
+    takes a value or an array of values; file options are relative to ``base``.
+    """
     if not isinstance(value, Mapping):
         fail(src, p, f"must be an object of dhik bake options, got {show(value)}")
     parser = _OptionParser(add_help=False)
@@ -257,9 +265,15 @@ def _options(value: Any, src: str, p: str) -> BakeOptions:
                 fail(src, kp, f"must be true or false, got {show(v)}")
             one = [f"--{key}"] if v else []
         elif key in _VALUES:
-            if isinstance(v, bool) or not isinstance(v, (int, float, str)):
-                fail(src, kp, f"must be a number or a string, got {show(v)}")
-            one = [f"--{key}", v if isinstance(v, str) else json.dumps(v)]
+            one = []
+            for k, x in enumerate(v if key in _REPEATED and isinstance(v, list) else [v]):
+                xp = f"{kp}[{k}]" if isinstance(v, list) else kp
+                if isinstance(x, bool) or not isinstance(x, (int, float, str)):
+                    fail(src, xp, f"must be a number or a string, got {show(x)}")
+                text = x if isinstance(x, str) else json.dumps(x)
+                if key in _PATHS:
+                    text = os.path.join(base, _string(text, src, xp))
+                one += [f"--{key}", text]
         else:
             known = ", ".join(sorted(_FLAGS | _VALUES))
             fail(src, kp, f"unknown option (the options are {known})")

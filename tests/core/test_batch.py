@@ -129,6 +129,8 @@ def write_manifest(tmp_path: Path) -> Path:
     arm7_clip(data / "a", seed=3)
     arm7_clip(data / "b", seed=4, effectors=("Tool", "J4"))
     shutil.copytree(SCENES / "planar2", data / "p")
+    dhik_bake(tmp_path / "drv", data / "a/skeleton.json", data / "a/targets.json")
+    shutil.copy(tmp_path / "drv/animation.json", data / "a/driven.json")
     manifest = {"jobs": [
         {"name": "plain", "skeleton": "data/a/skeleton.json", "targets": "data/a/targets.json"},
         {"name": "weighted", "skeleton": "data/b/skeleton.json",
@@ -139,6 +141,9 @@ def write_manifest(tmp_path: Path) -> Path:
          "targets": "data/p/targets.json", "effector": "Hand",
          "options": {"method": "spec", "cold-start": True, "damping": 0.001,
                      "no-line-search": True, "orientation-tolerance": 0.05}},
+        {"name": "chained", "skeleton": "data/a/skeleton.json", "targets": "data/a/targets.json",
+         "options": {"chain-length": 5, "pole": ["Tool=0.5,0.3,0.6"],
+                     "driven": "data/a/driven.json"}},
     ]}
     path = tmp_path / "jobs.json"
     path.write_text(json.dumps(manifest))
@@ -158,6 +163,9 @@ def manifest_refs(tmp_path: Path) -> dict[str, tuple[bytes, dict[str, Any]]]:
                                "--effector", "Hand", "--method", "spec", "--cold-start",
                                "--damping", "0.001", "--no-line-search",
                                "--orientation-tolerance", "0.05"),
+        "chained": dhik_bake(tmp_path / "ref5", d / "a/skeleton.json", d / "a/targets.json",
+                             "--chain-length", "5", "--pole", "Tool=0.5,0.3,0.6",
+                             "--driven", d / "a/driven.json"),
     }
 
 
@@ -185,7 +193,12 @@ def test_manifest_jobs_match_dhik_bake_with_the_same_options(tmp_path: Path, cap
     check_outputs(tmp_path / "out", refs)
     summary = json.loads(report.read_text())
     assert [(r["name"], r["status"], r["error"]) for r in summary["results"]] == [
-        ("plain", "done", None), ("weighted", "done", None), ("spec-cold", "done", None)]
+        ("plain", "done", None), ("weighted", "done", None), ("spec-cold", "done", None),
+        ("chained", "done", None)]
+    assert jobs[3].options.chain_length == ("5",) and jobs[3].options.pole == (
+        "Tool=0.5,0.3,0.6",)
+    assert jobs[3].options.driven == str(tmp_path / "data/a/driven.json")
+    assert refs["chained"][0] != refs["plain"][0]
     assert summary["frames"] == sum(rep["frames"] for _, rep in refs.values())
     assert summary["converged"] == sum(rep["converged"] for _, rep in refs.values())
 
@@ -196,7 +209,7 @@ def test_skip_when_up_to_date_and_force(tmp_path: Path, capsys) -> None:
     assert bake_many(capsys, manifest, "-o", out, "--workers", "1")[0] == 0
     stamps = {p: p.stat().st_mtime_ns for p in out.rglob("*.json")}
     code, stdout, _ = bake_many(capsys, manifest, "-o", out)
-    assert code == 0 and " 0 done, 3 skipped, 0 failed; 0 frames" in stdout
+    assert code == 0 and " 0 done, 4 skipped, 0 failed; 0 frames" in stdout
     assert {p: p.stat().st_mtime_ns for p in out.rglob("*.json")} == stamps
     # an input newer than the outputs: that job only
     now = time.time()
@@ -204,19 +217,22 @@ def test_skip_when_up_to_date_and_force(tmp_path: Path, capsys) -> None:
         os.utime(path, (now - 20, now - 20))
     os.utime(tmp_path / "data/a/targets.json", (now - 10, now - 10))
     code, stdout, _ = bake_many(capsys, manifest, "-o", out)
-    assert " 1 done, 2 skipped, 0 failed; " in stdout
+    assert " 1 done, 3 skipped, 0 failed; " in stdout
     assert (out / "weighted/animation.json").stat().st_mtime_ns == stamps[
         out / "weighted/animation.json"]
     # changed options: that job is baked again, although its files are newer
     data = json.loads(manifest.read_text())
     data["jobs"][1]["options"]["max-iterations"] = 41
     manifest.write_text(json.dumps(data))
-    assert " 1 done, 2 skipped, 0 failed; " in bake_many(capsys, manifest, "-o", out)[1]
+    assert " 1 done, 3 skipped, 0 failed; " in bake_many(capsys, manifest, "-o", out)[1]
+    # a newer driven animation: the job that reads it
+    os.utime(tmp_path / "data/a/driven.json")
+    assert " 1 done, 3 skipped, 0 failed; " in bake_many(capsys, manifest, "-o", out)[1]
     # a missing output: baked again
     (out / "spec-cold/report.json").unlink()
-    assert " 1 done, 2 skipped, 0 failed; " in bake_many(capsys, manifest, "-o", out)[1]
+    assert " 1 done, 3 skipped, 0 failed; " in bake_many(capsys, manifest, "-o", out)[1]
     code, stdout, _ = bake_many(capsys, manifest, "-o", out, "--force")
-    assert code == 0 and " 3 done, 0 skipped, 0 failed; " in stdout
+    assert code == 0 and " 4 done, 0 skipped, 0 failed; " in stdout
 
 
 def test_one_bad_job_among_good_ones(clips: Path, tmp_path: Path, capsys) -> None:
@@ -275,6 +291,12 @@ BAD_MANIFESTS = [
     ({"jobs": [{"name": "a", "skeleton": "s", "targets": "t",
                 "options": {"max_iterations": 5}}]}, "jobs[0].options.max_iterations",
      "unknown option"),
+    ({"jobs": [{"name": "a", "skeleton": "s", "targets": "t",
+                "options": {"pole": ["E=1,2,3", True]}}]}, "jobs[0].options.pole[1]",
+     "must be a number or a string"),
+    ({"jobs": [{"name": "a", "skeleton": "s", "targets": "t",
+                "options": {"driven": ""}}]}, "jobs[0].options.driven",
+     "must be a non-empty string"),
 ]
 
 
@@ -404,7 +426,7 @@ def test_dask_cluster_writes_what_dhik_bake_writes(cluster, tmp_path: Path, caps
     code, stdout, err = bake_many(capsys, manifest, "-o", out, "--scheduler",
                                   cluster.scheduler_address, "--report", report)
     assert code == 0, err
-    assert stdout.startswith("dhik bake-many: 3 jobs: 3 done, 0 skipped, 0 failed; ")
+    assert stdout.startswith("dhik bake-many: 4 jobs: 4 done, 0 skipped, 0 failed; ")
     check_outputs(out, refs)
     # the workers are other processes than this one
     pids = cluster.scheduler_info["workers"]
@@ -412,7 +434,7 @@ def test_dask_cluster_writes_what_dhik_bake_writes(cluster, tmp_path: Path, caps
     # the same skipping as the pool
     code, stdout, _ = bake_many(capsys, manifest, "-o", out, "--scheduler",
                                 cluster.scheduler_address)
-    assert code == 0 and " 0 done, 3 skipped, 0 failed; " in stdout
+    assert code == 0 and " 0 done, 4 skipped, 0 failed; " in stdout
 
 
 def test_dask_cluster_one_bad_job(cluster, clips: Path, tmp_path: Path, capsys) -> None:
