@@ -52,13 +52,11 @@ from .targets import armature_space_poses
 
 CHANNELS = ("location", "rotation_quaternion", "rotation_euler", "rotation_axis_angle",
             "scale")  # what is saved and restored per bone
-# scene.dhik properties that do not change what the preview solves (the rest restart it)
+# scene.dhik properties that do not change what the preview solves (the others, when
+# changed, restart it), besides the last bake's results (``result_*``)
 NOT_SOLVED = {"live_preview", "preview_saved", "preview_error", "animation_path",
               "bake_action", "frame_step", "key_reduction", "use_scene_range",
-              "frame_start", "frame_end", "effector_index", "cold_start", "has_result",
-              "result_frames", "result_converged", "result_max_position_error",
-              "result_max_orientation_error", "result_summary", "result_method",
-              "result_keys", "result_key_error"}
+              "frame_start", "frame_end", "effector_index", "cold_start", "has_result"}
 
 
 @dataclass
@@ -244,7 +242,7 @@ def _signature(s: DHIK_PG_settings) -> tuple[Any, ...]:
         out: list[Any] = []
         for prop in group.bl_rna.properties:
             name = prop.identifier
-            if name == "rna_type" or name in NOT_SOLVED:
+            if name == "rna_type" or name in NOT_SOLVED or name.startswith("result_"):
                 continue
             value = getattr(group, name)
             if prop.type == "POINTER" and isinstance(value, bpy.types.ID):

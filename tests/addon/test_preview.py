@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
+from types import SimpleNamespace
+from unittest import mock
 
 import bpy
 import numpy as np
@@ -406,3 +408,29 @@ def test_chain_length_and_pole_as_the_bake(addon, core, tmp_path):
         baked = _bone_worlds(ob)
         for name in ("Spine", "Shoulder", "Elbow", "Hand"):
             assert np.abs(baked[name] - preview[f][name]).max() < 1e-4, (f, name)
+
+
+def test_panel_shows_the_toggle_and_why_it_stopped(addon, mixed_files):
+    rna = bpy.types.Scene.bl_rna.properties["dhik"].fixed_type.properties["live_preview"]
+    assert rna.name == "Live Preview" and not rna.default
+    assert "Nothing is keyed" in rna.description and "back as they were" in rna.description
+    panel = addon.dhik_addon.panel.DHIK_PT_panel
+
+    def drawn() -> tuple[list, list[str]]:
+        layout = mock.MagicMock()
+        panel.draw(SimpleNamespace(layout=layout), bpy.context)
+        props = [c for c in layout.mock_calls if c[0].split(".")[-1] == "prop"]
+        labels = [c.kwargs["text"] for c in layout.mock_calls if c[0].endswith("label")]
+        return props, labels
+
+    props, labels = drawn()
+    assert any(c.args[1] == "live_preview" for c in props)
+    assert not any(t.startswith("Preview stopped") for t in labels)
+    _ob, target = _setup(*mixed_files)
+    s = bpy.context.scene.dhik
+    s.live_preview = True
+    bpy.data.objects.remove(target)
+    bpy.context.view_layer.update()
+    _props, labels = drawn()
+    assert [t for t in labels if t.startswith("Preview stopped")] == [
+        f"Preview stopped: {s.preview_error}"]
