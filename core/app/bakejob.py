@@ -22,7 +22,7 @@ from ..model.skeleton import Skeleton
 from ..solver.settings import SolverSettings
 from .bake import METHODS, BakeResult, EffectorTrack, simulate
 from .formats import load_animation, load_skeleton, load_targets, save_animation
-from .jsonio import atomic_write_json
+from .jsonio import atomic_write_text, check_outputs, dumps_json
 from .trajectory import interpolate_keyframes
 
 
@@ -209,7 +209,11 @@ def run_bake(
     """Bake one clip: read the files, solve, write ``output`` then ``report`` (atomically).
 
     DhikError on bad input (nothing written); the result's records are the report's.
+    The outputs are checked before anything is read or solved, and the report's text is
+    built before animation.json is written.
     """
+    check_outputs([output, report],
+                  [skeleton_path, targets, options.driven, *(t.path for t in tracks)])
     skeleton = Skeleton(load_skeleton(skeleton_path))
     effector_tracks = with_chains(bake_tracks(skeleton, targets, effector, tracks), options)
     driven = None
@@ -219,9 +223,10 @@ def run_bake(
         skeleton, effector_tracks, None, options.settings(), not options.cold_start, progress,
         method=options.method, driven=driven,
     )
+    report_text = dumps_json(result.report(), report) + "\n" if report else None
     save_animation(result.frames, output)
-    if report:
-        atomic_write_json(report, result.report())
+    if report and report_text is not None:
+        atomic_write_text(report, lambda f: f.write(report_text))
     return result
 
 

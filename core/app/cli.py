@@ -9,10 +9,14 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import re
+import signal
 import sys
 from collections.abc import Sequence
 from typing import Any, NoReturn
+
+import numpy as np
 
 from .. import __version__
 from ..errors import DhikError
@@ -116,10 +120,14 @@ def _track_spec(text: str) -> tuple[str, str, float, float]:
 
 
 def cmd_bake(args: argparse.Namespace) -> int:
+    if sys.stdout is None or sys.stdout.closed:  # checked before solving, like the files
+        raise DhikError("stdout is closed: nowhere to print the summary")
+    if args.effector == "":
+        raise DhikError("--effector: must be a joint name, got ''")
     tracks = [TrackSpec(*t) for t in args.target]
     result = run_bake(args.skeleton, args.targets, args.effector, tracks,
                       BakeOptions.from_args(args), args.output, args.report, ProgressBar())
-    print(summary_line(result))
+    print(one_line(summary_line(result)))
     return 0
 
 
@@ -138,7 +146,8 @@ def cmd_fk(args: argparse.Namespace) -> int:
         if not match:
             raise DhikError(f"{args.animation}: frames: no frame {args.frame}")
         check_animation_joints(skeleton, match[0], args.animation)
-        skeleton.set_joint_values(match[0]["joints"])
+        with np.errstate(over="ignore", invalid="ignore"):  # an overflow is refused below
+            skeleton.set_joint_values(match[0]["joints"])
     elif args.frame is not None:
         raise DhikError("--frame needs --animation")
     out = {
@@ -146,8 +155,13 @@ def cmd_fk(args: argparse.Namespace) -> int:
                "rotation": [[float(v) for v in row] for row in m[:3, :3]]}
         for name, m in skeleton.world_transforms().items()
     }
-    json.dump(out, sys.stdout, indent=2)
-    sys.stdout.write("\n")
+    try:  # JSON has no NaN or Infinity: an FK that overflows is refused, never printed
+        text = json.dumps(out, indent=2, allow_nan=False)
+    except ValueError:
+        source = args.animation if args.animation is not None else args.skeleton
+        raise DhikError(f"{source}: forward kinematics overflows (a non-finite position "
+                        "or rotation)") from None
+    sys.stdout.write(text + "\n")
     return 0
 
 
@@ -178,9 +192,9 @@ def cmd_validate(args: argparse.Namespace) -> int:
                 detail = f"{len(keys)} keyframes, frames 0..{keys[-1].frame}"
             else:
                 detail = f"{len(parse_animation(data, path))} frames"
-            print(f"{path}: ok ({kind}, {detail})")
+            print(one_line(f"{path}: ok ({kind}, {detail})"))
         except DhikError as err:
-            print(f"dhik: error: {err}")
+            print(one_line(f"dhik: error: {err}"))
             status = 2
     return status
 
@@ -197,19 +211,63 @@ def cmd_import_urdf(args: argparse.Namespace) -> int:
     return 0
 
 
+def one_line(text: str) -> str:
+    """``text`` as one printable line: line breaks and other control characters, and lone
+    surrogates (which no encoding can print), as backslash escapes."""
+    return _UNPRINTABLE.sub(lambda m: m[0].encode("unicode_escape", "backslashreplace")
+                            .decode("ascii"), text)
+
+
+_UNPRINTABLE = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff]")
+
+
+class _Terminated(KeyboardInterrupt):
+    """SIGTERM, raised where the process was: cleaned up like Ctrl-C (no temporary file)."""
+
+
+def _install_sigterm() -> Any:
+    """Turn SIGTERM into :class:`_Terminated` in this process (not in workers it forks,
+    which get the default action back); the previous handler, or None off the main thread."""
+    pid = os.getpid()
+
+    def handler(signum: int, frame: Any) -> None:
+        if os.getpid() != pid:  # a forked worker: die as SIGTERM says
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+            os.kill(os.getpid(), signal.SIGTERM)
+            return
+        raise _Terminated
+
+    try:
+        return signal.signal(signal.SIGTERM, handler)
+    except ValueError:  # not the main thread
+        return None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    previous = _install_sigterm()
+    try:
+        return _main(argv)
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+
+
+def _main(argv: Sequence[str] | None) -> int:
     try:
         args = build_parser().parse_args(argv)
         handler = {"bake": cmd_bake, "bake-many": cmd_bake_many, "fk": cmd_fk,
                    "validate": cmd_validate, "import-urdf": cmd_import_urdf}[args.command]
         return handler(args)
     except DhikError as err:
-        print(f"dhik: error: {err}", file=sys.stderr)
+        print(one_line(f"dhik: error: {err}"), file=sys.stderr)
         return 2
     except OSError as err:
         name = err.filename if err.filename is not None else ""
-        print(f"dhik: error: {name}: {err.strerror or err}", file=sys.stderr)
+        print(one_line(f"dhik: error: {name}: {err.strerror or err}"), file=sys.stderr)
         return 2
+    except _Terminated:
+        print("dhik: terminated", file=sys.stderr)
+        return 128 + signal.SIGTERM
     except KeyboardInterrupt:
         print("dhik: interrupted", file=sys.stderr)
         return 130

@@ -67,6 +67,9 @@ _UNIT_TOLERANCE = 1e-12
 #: The last frame a targets.json or animation.json may name: Blender's last frame
 #: (MAXFRAME). Every frame from 0 to the last keyframe is baked, so this also bounds a bake.
 MAX_FRAME = 1_048_574
+#: The largest offset component (skeleton.json) and target position component
+#: (targets.json), metres: beyond it, squared lengths in the solvers and FK overflow.
+MAX_LENGTH = 1e9
 
 
 # --------------------------------------------------------------------------- helpers
@@ -137,6 +140,15 @@ def _vec3(value: Any, source: str, path: str) -> Vec3:
     return _numbers(value, 3, source, path, "an array of 3 numbers")  # type: ignore[return-value]
 
 
+def _length3(value: Any, source: str, path: str) -> Vec3:
+    """A 3-vector of lengths (m), each within +-MAX_LENGTH."""
+    v = _vec3(value, source, path)
+    for i, x in enumerate(v):
+        if abs(x) > MAX_LENGTH:
+            fail(source, f"{path}[{i}]", f"must be within +-{MAX_LENGTH:g} m, got {show(x)}")
+    return v
+
+
 def _normalised(v: tuple[float, ...]) -> tuple[float, ...] | None:
     """``v`` scaled to unit length (kept if already unit), None if zero."""
     norm = math.hypot(*v)
@@ -169,7 +181,7 @@ def _range(value: Any, source: str, path: str) -> Range:
     lo, hi = _numbers(value, 2, source, path, "null or [min, max]")
     if lo > hi:
         fail(source, path, f"min {show(value[0])} is greater than max {show(value[1])}")
-    return (lo, hi)
+    return (lo + 0.0, hi + 0.0)  # -0.0 as 0.0: [0.0, -0.0] is the locked range [0, 0]
 
 
 def _limits(value: Any, joint_type: str, source: str, path: str):
@@ -197,7 +209,7 @@ def _parse_joint(item: Any, source: str, path: str) -> JointDef:
     joint_type = _joint_type(_required(item, "type", source, path), JOINT_TYPES, source, path)
     offset = (0.0, 0.0, 0.0)
     if "offset" in item:
-        offset = _vec3(item["offset"], source, f"{path}.offset")
+        offset = _length3(item["offset"], source, f"{path}.offset")
     parent = item.get("parent")
     if parent is not None:
         parent = _name(parent, source, f"{path}.parent")
@@ -347,7 +359,7 @@ def parse_targets(data: Any, source: str = "targets.json") -> list[Keyframe]:
         if frame in first:
             fail(source, f"{path}.frame", f"duplicate frame {frame} (also [{first[frame]}])")
         first[frame] = i
-        pos = _vec3(_required(item, "pos", source, path), source, f"{path}.pos")
+        pos = _length3(_required(item, "pos", source, path), source, f"{path}.pos")
         euler = _vec3(_required(item, "euler", source, path), source, f"{path}.euler")
         keyframes.append(Keyframe(frame, pos, euler))
     return sorted(keyframes, key=lambda k: k.frame)

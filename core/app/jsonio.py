@@ -9,7 +9,7 @@ import os
 import re
 import stat
 import tempfile
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NoReturn, TextIO
 
 import numpy as np
@@ -73,6 +73,18 @@ def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict:
     return result
 
 
+class _NotJson(ValueError):
+    """NaN, Infinity or -Infinity: Python's json module reads them, JSON has none."""
+
+
+# the first NaN/Infinity outside a string (strings are matched whole and skipped)
+_CONSTANT = re.compile(r'"(?:[^"\\]|\\.)*"|(-?Infinity|NaN)')
+
+
+def _not_json(name: str) -> Any:
+    raise _NotJson(name)
+
+
 def _reason(exc: OSError) -> str:
     return exc.strerror or str(exc)
 
@@ -88,7 +100,14 @@ def load_json(path: str | os.PathLike) -> Any:
     except UnicodeDecodeError:
         fail(source, "", "cannot read: not UTF-8 text")
     try:
-        return json.loads(text, object_pairs_hook=_no_duplicate_keys)
+        return json.loads(text, object_pairs_hook=_no_duplicate_keys,
+                          parse_constant=_not_json)
+    except _NotJson as exc:
+        at = next((m.start(1) for m in _CONSTANT.finditer(text) if m[1]), 0)
+        line = text.count("\n", 0, at) + 1
+        column = at - text.rfind("\n", 0, at)
+        fail(source, "", f"invalid JSON at line {line}, column {column}: {exc.args[0]} is not "
+                         "a JSON number")
     except json.JSONDecodeError as exc:
         fail(source, "", f"invalid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}")
     except _DuplicateKey as exc:
@@ -183,6 +202,33 @@ def check_writable(path: str | os.PathLike) -> None:
         fail(source, "", f"cannot write: no folder {directory}")
     if not os.access(directory, os.W_OK | os.X_OK):
         fail(source, "", f"cannot write: the folder {directory} is not writable")
+
+
+def _same_file(a: str, b: str) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except OSError:  # one does not exist (yet): compare where the paths lead
+        return os.path.realpath(a) == os.path.realpath(b)
+
+
+def check_outputs(outputs: Sequence[str | os.PathLike | None],
+                  inputs: Sequence[str | os.PathLike | None]) -> None:
+    """DhikError unless every output (None: not asked for) can be written
+    (:func:`check_writable`), is none of the input files and differs from the others.
+
+    Run before reading or solving anything: a bad output then costs nothing and never
+    replaces an input (``-o skeleton.json``).
+    """
+    given = [str(o) for o in outputs if o is not None]
+    sources = [str(i) for i in inputs if i is not None]
+    for k, out in enumerate(given):
+        for src in sources:
+            if _same_file(out, src):
+                fail(out, "", f"cannot write: it is an input file ({src})")
+        for other in given[:k]:
+            if _same_file(out, other):
+                fail(out, "", f"cannot write: {other} is written to the same file")
+        check_writable(out)
 
 
 def atomic_write_text(path: str | os.PathLike, write: Callable[[TextIO], None]) -> None:

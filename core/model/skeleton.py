@@ -107,7 +107,11 @@ class Skeleton:
                 j.q = float(entry["displacement"])
             elif isinstance(j, SphericalJoint):
                 j.reset()
-                j.quaternion = quat_normalize(entry.get("quaternion", IDENTITY_QUAT))
+                quat = np.asarray(entry.get("quaternion", IDENTITY_QUAT), dtype=float)
+                big = float(np.abs(quat).max())
+                if not 1e-150 < big < 1e150:  # q @ q would overflow or underflow: scale
+                    quat = quat / big
+                j.quaternion = quat_normalize(quat)
                 j.virtual_fix.quaternion = j.quaternion.copy()
         self.update()
 

@@ -89,8 +89,9 @@ class SphericalJoint(JointNode):
         m[:3, 3] = self.local_offset
         return m
 
-    def update_global_transform(self) -> None:
-        """Sync the virtual joints, then FK of this joint, its virtual chain and children."""
+    def update_own_transform(self) -> None:
+        """Sync the virtual joints, then the world transforms of this joint and its virtual
+        chain (``update_global_transform`` then walks the children)."""
         self.sync_virtual_joints()
         local = self.get_local_matrix()
         parent = self.parent
@@ -100,8 +101,6 @@ class SphericalJoint(JointNode):
         for v in self.virtual_chain:
             v.global_transform = previous if v.q == 0.0 else previous @ v.get_local_matrix()
             previous = v.global_transform
-        for child in self.children:
-            child.update_global_transform()
 
     # -- solver interface ------------------------------------------------------------
     def compute_jacobian_column(self, end_effector_pos: ArrayLike) -> NDArray[np.float64]:

@@ -72,12 +72,22 @@ class JointNode:
         """Hook: the parent was set (overridden by SphericalJoint)."""
 
     def update_global_transform(self) -> None:
-        """FK (SPEC 5.1): rebuild this joint's world transform, then its children's."""
+        """FK (SPEC 5.1): rebuild this joint's world transform, then its descendants'.
+
+        Parents before children, depth first in child order, with a stack rather than
+        recursion: any depth of chain, in time linear in the number of joints.
+        """
+        stack: list[JointNode] = [self]
+        while stack:
+            node = stack.pop()
+            node.update_own_transform()
+            stack.extend(reversed(node.children))
+
+    def update_own_transform(self) -> None:
+        """This joint's world transform from its parent's (current) and its local one."""
         local = self.get_local_matrix()
         parent = self.parent
         self.global_transform = local if parent is None else parent.global_transform @ local
-        for child in self.children:
-            child.update_global_transform()
 
     # -- solver interface -------------------------------------------------------------
     def get_local_matrix(self) -> Mat4:

@@ -419,9 +419,12 @@ def test_non_finite_literals_in_the_file_are_rejected(tmp_path):
     path = tmp_path / "s.json"
     text = json.dumps(SKELETON).replace('"offset": [0, 1.5, 0]', '"offset": [0, Infinity, 0]')
     path.write_text(text)
+    # NaN and Infinity are not JSON (Python's json reads them): refused where they stand
     assert message(load_skeleton, path) == (
-        f"{path}: joints[1].offset[1]: must be a finite number, got Infinity"
+        f"{path}: invalid JSON at line 1, column {text.index('Infinity') + 1}: Infinity is "
+        "not a JSON number"
     )
+    # 1e400 is a JSON number, too large for a float
     path.write_text(json.dumps(SKELETON).replace('"limits": [0.0, 2.5]', '"limits": [0.0, 1e400]'))
     assert message(load_skeleton, path) == (
         f"{path}: joints[2].limits[1]: must be a finite number, got Infinity"
@@ -907,11 +910,17 @@ def test_animation_fault_deep_in_the_file(tmp_path):
     frames = [
         {"frame": i, "joints": {"Elbow": {"type": "revolute", "angle": 0.1 * i}}} for i in range(8)
     ]
-    frames[5]["joints"]["Elbow"]["angle"] = NAN
+    frames[5]["joints"]["Elbow"]["angle"] = 1e400
     path = tmp_path / "anim.json"
-    path.write_text(json.dumps({"frames": frames}))
+    path.write_text(json.dumps({"frames": frames}).replace("Infinity", "1e400"))
     assert message(load_animation, path) == (
-        f"{path}: frames[5].joints.Elbow.angle: must be a finite number, got NaN"
+        f"{path}: frames[5].joints.Elbow.angle: must be a finite number, got Infinity"
+    )
+    text = json.dumps({"frames": frames}).replace("Infinity", "NaN")
+    path.write_text(text)
+    assert message(load_animation, path) == (
+        f"{path}: invalid JSON at line 1, column {text.index('NaN') + 1}: NaN is not a JSON "
+        "number"
     )
 
 

@@ -21,6 +21,7 @@ from .options import (
     GROW,
     INTERIOR,
     MAX_MULTIPLIER,
+    RESTART_WINDOW,
     SHRINK,
     STALL_RATIO,
     STALL_WINDOW,
@@ -88,12 +89,9 @@ class Engine:
         self.hi: Coords = list(model.hi0)
         self.prismatic = [kind == PRISMATIC for kind in model.column_kinds]
         self.real = [c for c in range(n) if model.column_kinds[c] != VIRTUAL]
-        self.mid = [0.5 * (a + b) if math.isfinite(a) and math.isfinite(b) else None
+        # 0.5 * a + 0.5 * b: (a + b) / 2 to the bit, without overflow for limits of 1e308
+        self.mid = [0.5 * a + 0.5 * b if math.isfinite(a) and math.isfinite(b) else None
                     for a, b in zip(self.lo, self.hi, strict=True)]  # None: no limits
-        # where a cold solve from the T-pose starts: inside the limits, off mid-range (the
-        # T-pose says nothing about the target and is singular for many chains)
-        self.interior = [0.0 if m is None else m + INTERIOR * (b - m)
-                         for m, b in zip(self.mid, self.hi, strict=True)]
         cols_of: dict[str, list[int]] = {}
         for c in range(n):
             name, k = model.column_joint[c]
@@ -119,6 +117,13 @@ class Engine:
             for col in model.jacobian_columns(k):
                 longest = max(longest, math.sqrt(col[0] ** 2 + col[1] ** 2 + col[2] ** 2))
         self.scale = longest if longest > 1e-6 else 1.0
+        # the first restart of a cold solve from the T-pose: inside the limits, off
+        # mid-range (the T-pose is singular for many chains); a box wider than the
+        # restarts' window (randomize) has no useful mid-range: the T-pose, clipped
+        self.interior = [
+            min(max(0.0, a), b) if m is None or not b - a <= 2 * self.window(c)
+            else m + INTERIOR * (b - m)
+            for c, (m, a, b) in enumerate(zip(self.mid, self.lo, self.hi, strict=True))]
         self.single = count == 1 and self.weights[0][0] > 0 and self.weights[0][1] > 0
 
     # -- state ---------------------------------------------------------------------------
@@ -488,9 +493,16 @@ class Engine:
         return [v + gain * (m - v) if m is not None else v
                 for v, m in zip(x, self.mid, strict=True)]
 
+    def window(self, c: int) -> float:
+        """Half-width of the part of a wide box that restarts search: RESTART_WINDOW
+        times pi (rad) or the chain's reach (m, prismatic)."""
+        return RESTART_WINDOW * (self.scale if self.prismatic[c] else math.pi)
+
     def randomize(self, rng: np.random.Generator) -> None:
         """Every coordinate uniform within its box (unbounded: +-pi or +-scale m around
-        it); free spherical joints a uniform random rotation; FK."""
+        it; a box wider than RESTART_WINDOW times that around the coordinate: that window
+        of it, so limits of +-1e308 draw finite values near the chain's reach); free
+        spherical joints a uniform random rotation; FK."""
         x = self.coords()
         lo, hi = self.lo, self.hi
         new = []
@@ -498,6 +510,9 @@ class Engine:
             span = self.scale if self.prismatic[c] else math.pi
             a = lo[c] if math.isfinite(lo[c]) else min(x[c], hi[c]) - span
             b = hi[c] if math.isfinite(hi[c]) else max(x[c], lo[c]) + span
+            wide = self.window(c)
+            if not b - a <= 2 * wide:  # (b - a may overflow to inf)
+                a, b = max(a, min(x[c], b) - wide), min(b, max(x[c], a) + wide)
             new.append(float(rng.uniform(a, b)))
         quats = list(self.model.quats)
         for s, _, boxed in self.sph:
@@ -520,11 +535,20 @@ class Engine:
               ) -> RobustResult:  # fmt: skip
         """One solve from the model's state; a stalled search restarts ``restarts`` times
         from random states (the best state reached is kept)."""
+        # a cold solve from the T-pose starts at the interior point (the T-pose is singular
+        # for many chains; in a box wider than the restarts' window the interior point is
+        # the T-pose, clipped); its first restart is the T-pose clipped into the limits
+        # with the whole budget: never worse than starting from the T-pose (issue 9, a
+        # gantry with limits of +-1000 m)
         self.canonical()
-        if restarts > 0 and anchor is None and self.at_rest() and self.measure()[2] >= 1.0:
-            # the T-pose is not on target: start inside the limits (a T-pose on target, say
-            # an Empty snapped to the effector at rest, is kept as it is)
+        tpose_next = restarts > 0 and anchor is None and self.at_rest()
+        rest = self.save() if tpose_next else None
+        if tpose_next and self.measure()[2] >= 1.0:  # a T-pose on target is kept as it is
             self.set_state(self.interior, [(1.0, 0.0, 0.0, 0.0)] * len(self.sph))
+            tpose_next = self.coords() != [min(max(0.0, a), b)
+                                           for a, b in zip(self.lo, self.hi, strict=True)]
+        else:
+            tpose_next = False
         self.iterations = 0
         converged = self.run(budget, anchor, chord=chord)
         if converged or restarts <= 0 or self.n == 0:
@@ -534,8 +558,14 @@ class Engine:
         used = 0
         while used < restarts and not converged:
             used += 1
-            self.randomize(rng)
-            converged = self.run(self.options.restart_iterations)
+            if tpose_next:
+                self.restore(rest)
+                self.canonical()  # (FK)
+                tpose_next = False
+                converged = self.run(budget)
+            else:
+                self.randomize(rng)
+                converged = self.run(self.options.restart_iterations)
             bad = self.measure()[2]
             if converged or bad < best[0]:
                 best = (bad, self.save())

@@ -15,7 +15,10 @@ SHRINK = 0.5  # damping factor after an accepted step
 MAX_MULTIPLIER = 1e8  # beyond this damping multiplier the search has stalled
 STALL_WINDOW = 8  # iterations over which a search must make progress...
 STALL_RATIO = 0.9  # ...by lowering the largest normalised error below this fraction
-INTERIOR = 0.2  # a cold solve from the T-pose starts this far from mid-range (of half)
+INTERIOR = 0.2  # a cold solve's first restart starts this far from mid-range (of half)
+# random restarts draw within +-RESTART_WINDOW * (pi rad, or the chain's reach in m) of the
+# coordinate when its box is wider than that (limits of +-1e100 m are no place to look)
+RESTART_WINDOW = 4.0
 
 
 @dataclass(frozen=True)

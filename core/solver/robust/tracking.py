@@ -123,7 +123,7 @@ class Tracker:
         best = self.cold(0, None)
         if not best.result.converged or len(self.targets) == 1:  # one frame: no branch to follow
             return best
-        mid = [0.5 * (a + b) if math.isfinite(a) and math.isfinite(b) else 0.0
+        mid = [0.5 * a + 0.5 * b if math.isfinite(a) and math.isfinite(b) else 0.0
                for a, b in zip(eng.lo, eng.hi, strict=True)]
         scored = []
         for attempt in range(eng.options.candidates + 1):
