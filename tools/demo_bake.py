@@ -1,6 +1,8 @@
 """Headless demo: import a sample scene with the real add-on, bake it, save the results.
 
-Usage: ``.venv-bpy/bin/python tools/demo_bake.py sample_scenes/arm7 out/``
+Usage: ``.venv-bpy/bin/python tools/demo_bake.py sample_scenes/arm7 out/``, or in a
+Blender (the script's arguments after ``--``, Blender's convention):
+``blender -b --python-exit-code 2 -P tools/demo_bake.py -- sample_scenes/arm7 out/``
 
 In a fresh factory scene it runs ``dhik.import_skeleton`` and ``dhik.import_targets``
 on ``<scene>/skeleton.json`` and ``<scene>/targets.json``, then ``dhik.bake`` (through
@@ -74,6 +76,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Bake a sample scene headless in Blender.")
     parser.add_argument("scene", type=Path, help="directory with skeleton.json and targets.json")
     parser.add_argument("out", type=Path, help="output directory")
+    if argv is None and "--" in sys.argv:  # blender [options] -P demo_bake.py -- SCENE OUT
+        argv = sys.argv[sys.argv.index("--") + 1:]
     args = parser.parse_args(argv)
     return run(args.scene, args.out)
 
