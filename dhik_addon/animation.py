@@ -13,6 +13,7 @@ from ..core.errors import DhikError
 from ..core.model.skeleton import Skeleton
 from .access import pose_of, scene_of
 from .armature_read import joint_maps, read_skeleton
+from .frames import frame_loop
 
 
 def channel_quaternion(pb: bpy.types.PoseBone) -> np.ndarray:
@@ -42,18 +43,19 @@ def read_animation(
     bones = pose_of(ob).bones
     current = scene.frame_current
     out: list[dict[str, Any]] = []
-    try:
-        for f in frames:
-            scene.frame_set(f)
-            values = {}
-            for name, jm in maps.items():
-                if jm.channel is None:
-                    continue
-                pb = bones[name]
-                values[name] = jm.entry(channel_quaternion(pb), np.array(pb.location))
-            skeleton.set_joint_values(values)
-            out.append({"frame": int(f), "joints": skeleton.joint_values()})
-    finally:
-        scene.frame_set(current)
+    with frame_loop(scene):
+        try:
+            for f in frames:
+                scene.frame_set(f)
+                values = {}
+                for name, jm in maps.items():
+                    if jm.channel is None:
+                        continue
+                    pb = bones[name]
+                    values[name] = jm.entry(channel_quaternion(pb), np.array(pb.location))
+                skeleton.set_joint_values(values)
+                out.append({"frame": int(f), "joints": skeleton.joint_values()})
+        finally:
+            scene.frame_set(current)
     align_quaternion_signs(out)
     return out

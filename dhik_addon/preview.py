@@ -46,6 +46,7 @@ from .access import pose_of
 from .animation import channel_quaternion
 from .bake_job import BakeRig
 from .bake_keys import REST, channel_rows, rotation_prop
+from .frames import PAUSED
 from .props import DHIK_PG_settings, scene_settings
 from .safety import require_in_scene
 from .targets import armature_space_poses
@@ -175,7 +176,7 @@ def _guarded(scene: bpy.types.Scene, depsgraph: bpy.types.Depsgraph | None,
              force: bool) -> None:
     """:func:`_update`, never raising: a problem turns the scene's preview off."""
     key = scene.name_full
-    if key in _BUSY:
+    if key in _BUSY or key in PAUSED:  # our own update, or a bake's or export's frame loop
         return
     s = getattr(scene, "dhik", None)
     if s is None:

@@ -29,6 +29,7 @@ from ..core.rotations import euler_xyz_to_matrix, matrix_to_quat, matrix_to_rotv
 from . import keying
 from .access import armature_data, collection_of, scene_of
 from .armature_read import joint_maps, read_skeleton
+from .frames import frame_loop
 from .joint_map import JointMap
 from .props import settings
 
@@ -162,29 +163,30 @@ def world_keyframes(
     current = scene.frame_current
     previous = Euler()
     out: list[Keyframe] = []
-    try:
-        for f in frames:
-            scene.frame_set(f)
-            ev = ob.evaluated_get(depsgraph)
-            loc, rot, _scale = ev.matrix_world.decompose()
-            r = orthonormal(np.array(rot.to_matrix(), dtype=float))
-            if to_joint is not None:
-                r = r @ to_joint
-            keyed = _keyed_angles(ev)
-            near = keyed if keyed is not None else previous
-            previous = Matrix(r.tolist()).to_euler("XYZ", near)
-            angles = np.asarray(previous, dtype=float)
-            if keyed is not None:
-                rounded = np.round(np.degrees(np.asarray(keyed, dtype=float)), EULER_DECIMALS)
-                gap = matrix_to_rotvec(euler_xyz_to_matrix(np.radians(rounded)) @ r.T)
-                if float(np.linalg.norm(gap)) <= SAME_ROTATION:
-                    angles = np.radians(rounded)
-                    previous = Euler(angles.tolist(), "XYZ")
-            x, y, z = (round(float(v), POS_DECIMALS) for v in np.asarray(loc, dtype=float))
-            ax, ay, az = (round(math.degrees(float(a)), EULER_DECIMALS) for a in angles)
-            out.append(Keyframe(int(f), (x, y, z), (ax, ay, az)))
-    finally:
-        scene.frame_set(current)
+    with frame_loop(scene):
+        try:
+            for f in frames:
+                scene.frame_set(f)
+                ev = ob.evaluated_get(depsgraph)
+                loc, rot, _scale = ev.matrix_world.decompose()
+                r = orthonormal(np.array(rot.to_matrix(), dtype=float))
+                if to_joint is not None:
+                    r = r @ to_joint
+                keyed = _keyed_angles(ev)
+                near = keyed if keyed is not None else previous
+                previous = Matrix(r.tolist()).to_euler("XYZ", near)
+                angles = np.asarray(previous, dtype=float)
+                if keyed is not None:
+                    rounded = np.round(np.degrees(np.asarray(keyed, dtype=float)), EULER_DECIMALS)
+                    gap = matrix_to_rotvec(euler_xyz_to_matrix(np.radians(rounded)) @ r.T)
+                    if float(np.linalg.norm(gap)) <= SAME_ROTATION:
+                        angles = np.radians(rounded)
+                        previous = Euler(angles.tolist(), "XYZ")
+                x, y, z = (round(float(v), POS_DECIMALS) for v in np.asarray(loc, dtype=float))
+                ax, ay, az = (round(math.degrees(float(a)), EULER_DECIMALS) for a in angles)
+                out.append(Keyframe(int(f), (x, y, z), (ax, ay, az)))
+        finally:
+            scene.frame_set(current)
     return out
 
 
@@ -224,14 +226,15 @@ def armature_space_tracks(
     scene, depsgraph = scene_of(context), context.evaluated_depsgraph_get()
     current = scene.frame_current
     out: list[list[tuple[int, np.ndarray]]] = [[] for _ in targets]
-    try:
-        for f in frames:
-            scene.frame_set(f)
-            poses = armature_space_poses(depsgraph, targets, armature)
-            for track, pose in zip(out, poses, strict=True):
-                track.append((int(f), pose))
-            if each_frame is not None:
-                each_frame(int(f))
-    finally:
-        scene.frame_set(current)
+    with frame_loop(scene):
+        try:
+            for f in frames:
+                scene.frame_set(f)
+                poses = armature_space_poses(depsgraph, targets, armature)
+                for track, pose in zip(out, poses, strict=True):
+                    track.append((int(f), pose))
+                if each_frame is not None:
+                    each_frame(int(f))
+        finally:
+            scene.frame_set(current)
     return out

@@ -434,3 +434,28 @@ def test_panel_shows_the_toggle_and_why_it_stopped(addon, mixed_files):
     _props, labels = drawn()
     assert [t for t in labels if t.startswith("Preview stopped")] == [
         f"Preview stopped: {s.preview_error}"]
+
+
+def test_export_animation_with_the_preview_on_reads_the_keys(addon, core, mixed_files, tmp_path):
+    """Export Animation (and a bake) step through frames themselves: the preview waits
+    inside their loop, so the export reads the keyed pose, and it catches up after."""
+    ob, target = _setup(*mixed_files)
+    s = bpy.context.scene.dhik
+    s.use_scene_range = False
+    s.frame_start, s.frame_end = FRAMES[0], FRAMES[-1]
+    assert bpy.ops.dhik.bake() == {"FINISHED"}
+    off = tmp_path / "off.json"
+    assert bpy.ops.dhik.export_animation(filepath=str(off)) == {"FINISHED"}
+    keys_root = target.parent if target.parent is not None else target
+    keys_root.location = (keys_root.location[0] + 0.05, keys_root.location[1],
+                          keys_root.location[2])  # the preview now differs from the keys
+    if keys_root.animation_data is not None:
+        keys_root.animation_data.action = None
+    bpy.context.scene.frame_set(3)
+    s.live_preview = True
+    before = _preview(addon).solve_count(bpy.context.scene)
+    on = tmp_path / "on.json"
+    assert bpy.ops.dhik.export_animation(filepath=str(on)) == {"FINISHED"}
+    assert core.formats.load_animation(on) == core.formats.load_animation(off)
+    assert _preview(addon).solve_count(bpy.context.scene) == before + 1  # caught up once
+    s.live_preview = False
