@@ -461,3 +461,30 @@ def test_scheduler_local_starts_a_local_cluster(tmp_path: Path, capsys) -> None:
     code, _, err = bake_many(capsys, manifest, "-o", tmp_path / "o2", "--scheduler",
                              "tcp://127.0.0.1:9", "--workers", "2")
     assert code == 2 and "--workers" in err and len(err.splitlines()) == 1
+
+
+def test_progress_bar_over_jobs_on_a_terminal_only(clips: Path, tmp_path: Path) -> None:
+    import pty
+
+    args = [*DHIK, "bake-many", str(clips), "-o", str(tmp_path / "out"), "--workers", "2"]
+    master, slave = pty.openpty()
+    proc = subprocess.run(args, stdout=subprocess.PIPE, stderr=slave, text=True, check=False)
+    os.close(slave)
+    chunks = []
+    while True:
+        try:
+            data = os.read(master, 4096)
+        except OSError:
+            break
+        if not data:
+            break
+        chunks.append(data)
+    os.close(master)
+    shown = b"".join(chunks).decode()
+    assert proc.returncode == 0
+    assert "100% job 3/3" in shown and "\r" in shown  # the bar, on the terminal (stderr)
+    assert proc.stdout.startswith("dhik bake-many: 3 jobs: 3 done")
+    assert "\r" not in proc.stdout
+    # not a terminal: no bar
+    done = subprocess.run([*args, "--force"], capture_output=True, text=True, check=False)
+    assert done.returncode == 0 and done.stderr == ""
