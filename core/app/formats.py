@@ -17,9 +17,9 @@ Choices beyond SPEC/DECISIONS (documented here for the other modules):
 - A field that does not apply to a joint's type is ignored, not rejected:
   ``axis`` on fixed/spherical joints, ``limits`` on fixed joints and
   ``quaternion`` on non-fixed joints. Unknown fields are ignored too.
-- The root (the one joint with ``parent`` null, named by ``root_name``) must
-  be a ``fixed`` joint (SPEC 5.4: the root is a FixedJoint). A moving base is
-  modelled as a fixed root with the moving joint as its child.
+- The root (the one joint with ``parent`` null, named by ``root_name``) may be
+  of any type (DECISIONS): its parent is the fixed world frame, which is what
+  SPEC 5.4 calls the FixedJoint root. A planar arm or a SCARA has a revolute root.
 - ``axis`` and a fixed joint's ``quaternion`` are normalised on load; a vector
   whose norm is already within 1e-12 of 1 is kept as it is, so that
   ``parse_skeleton(skeleton_to_dict(d)) == d`` holds exactly.
@@ -294,13 +294,6 @@ def parse_skeleton(data: Any, source: str = "skeleton.json") -> SkeletonDef:
             "root_name",
             f"{show(root_name)} is not the root; the joint with no parent is "
             f"{show(joints[root].name)}",
-        )
-    if joints[root].type != "fixed":
-        fail(
-            source,
-            f"joints[{root}].type",
-            f'the root joint must be "fixed", got {show(joints[root].type)} '
-            "(add a fixed root joint as its parent)",
         )
     return SkeletonDef(root_name, _parents_first(joints, root, source))
 

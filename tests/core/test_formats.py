@@ -391,11 +391,10 @@ SKELETON_FAULTS = [
         lambda d: joint(2)(d).update(parent="Elbow"),
         'joints[2].parent: parent cycle: "Elbow" -> "Elbow"',
     ),
-    (
-        "root not fixed",
-        lambda d: joint(0)(d).update(type="revolute", axis=[0, 0, 1]),
-        'joints[0].type: the root joint must be "fixed", got "revolute" '
-        "(add a fixed root joint as its parent)",
+    (  # any root type is valid (tests/core/test_root_joint.py); its fields are checked
+        "revolute root without axis",
+        lambda d: joint(0)(d).update(type="revolute"),
+        "joints[0].axis: required for a revolute joint",
     ),
 ]
 
