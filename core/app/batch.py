@@ -366,7 +366,8 @@ def _tidy_temp(folder: str) -> None:
 
 
 def _worker_init() -> None:
-    """Pool workers: Ctrl-C is the parent's to handle; one BLAS thread per process."""
+    """Pool workers: Ctrl-C is the parent's to handle; one BLAS/OpenMP thread for any
+    library a job loads later (numpy's BLAS, loaded before the fork, keeps its setting)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
         os.environ.setdefault(var, "1")
