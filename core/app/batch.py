@@ -411,8 +411,10 @@ def _sigint_ignored() -> Iterator[None]:
 
 
 @contextmanager
-def dask_factory(scheduler: str, workers: int | None) -> Iterator[ExecutorFactory]:
-    """Executors of a Dask client: a LocalCluster (``"local"``) or the cluster at an address."""
+def dask_factory(scheduler: str, workers: int | None,
+                 jobs: int | None = None) -> Iterator[ExecutorFactory]:
+    """Executors of a Dask client: a LocalCluster (``"local"``: ``workers`` processes, one
+    per core by default, no more than ``jobs``) or the cluster at an address."""
     try:
         from distributed import Client, LocalCluster
     except ImportError:
@@ -425,7 +427,8 @@ def dask_factory(scheduler: str, workers: int | None) -> Iterator[ExecutorFactor
             with _sigint_ignored():  # the worker processes inherit it: Ctrl-C is ours
                 # no dashboard; the scheduler's HTTP routes on a free port (not 8787,
                 # which another cluster may hold)
-                cluster = LocalCluster(n_workers=workers or cores(), threads_per_worker=1,
+                n = max(1, min(workers or cores(), jobs or cores()))
+                cluster = LocalCluster(n_workers=n, threads_per_worker=1,
                                        processes=True, dashboard_address="127.0.0.1:0",
                                        scheduler_kwargs={"dashboard": False},
                                        silence_logs=logging.CRITICAL)
@@ -641,6 +644,9 @@ def bake_many(
     """
     if workers is not None and workers < 1:
         raise DhikError(f"--workers must be >= 1: {workers}")
+    if scheduler is not None and not scheduler.strip():
+        raise DhikError("--scheduler: give a Dask scheduler's address (tcp://HOST:PORT) "
+                        "or local")
     jobs = discover(jobs_path)
     outdir = os.path.abspath(outdir)
     if os.path.exists(outdir) and not os.path.isdir(outdir):
@@ -651,7 +657,7 @@ def bake_many(
         batch = run_jobs(jobs, outdir, pool_factory(workers or cores()), force=force,
                          progress=bar)
     else:
-        with dask_factory(scheduler, workers) as factory:
+        with dask_factory(scheduler, workers, len(jobs)) as factory:
             batch = run_jobs(jobs, outdir, factory, force=force, progress=bar)
     if batch.interrupted:
         settle_interrupted(batch, jobs, outdir)
