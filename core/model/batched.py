@@ -133,6 +133,9 @@ class BatchedModel:
         self._parts = {st.i: _rodrigues_parts(st.axis) for st in self._steps
                        if st.kind == "revolute" and st.axis is not None}
         self._elem = [_rodrigues_parts(_AXES[k]) for k in range(3)]
+        self._coord_axis = {st.i: int(np.flatnonzero(st.axis)[0]) for st in self._steps
+                            if st.kind == "revolute" and st.axis is not None
+                            and np.count_nonzero(st.axis) == 1}
         self._prismatic = self.kinds == PRISMATIC
         self._path_cols = [np.flatnonzero(p) for p in self.paths]
         self._path_prism = [np.flatnonzero(p & self._prismatic) for p in self.paths]
@@ -199,10 +202,9 @@ class BatchedModel:
 
     def _turn(self, rp: Array, st: _Step, v: Array) -> Array:
         """``rp @ R_axis(v)`` for a revolute step (3, 3, k)."""
-        assert st.axis is not None
-        nz = np.flatnonzero(st.axis)
-        if nz.size == 1:
-            j = int(nz[0])
+        j = self._coord_axis.get(st.i, -1)
+        if j >= 0:
+            assert st.axis is not None
             return _coordinate_turn(rp, j, v if st.axis[j] > 0 else -v)
         e0, ec, es = self._parts[st.i]
         local = e0[:, :, None] + ec[:, :, None] * np.cos(v) + es[:, :, None] * np.sin(v)

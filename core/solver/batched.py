@@ -230,7 +230,12 @@ def spd_solve(a: Array, b: Array) -> Array:
     """``x`` with ``a x = b`` for symmetric positive definite ``a`` (r, r, k), ``b``
     (r, k), batch last: a Cholesky factorisation vectorised over the batch (a pivot
     that is not positive is replaced by a tiny one: the damping keeps it rare)."""
-    r = a.shape[0]
+    r, k = a.shape[0], a.shape[-1]
+    if k < 128:  # small batches: LAPACK's per-matrix solve costs less than r^3/6 numpy calls
+        try:
+            return np.linalg.solve(a.transpose(2, 0, 1), b.T[..., None])[..., 0].T  # type: ignore[no-any-return]
+        except np.linalg.LinAlgError:
+            pass  # a singular matrix: the factorisation below replaces its pivot
     low: list[list[Array]] = [[] for _ in range(r)]
     tiny = 1e-300
     for i in range(r):
@@ -259,12 +264,14 @@ def spd_solve(a: Array, b: Array) -> Array:
 
 def levenberg_marquardt(model: BatchedKinematics, problem: Problem, q0: Array,
                         budget: int, rows: Array | None = None, pull: Array | None = None,
-                        pull_gain: float = 1.0, polish: bool = False) -> BatchResult:  # fmt: skip
+                        pull_gain: float = 1.0, polish: bool = False,
+                        frozen: NDArray[np.bool_] | None = None) -> BatchResult:  # fmt: skip
     """Run the batched LM from ``q0`` (k, n) for problems ``rows`` (default all, in
     order), at most ``budget`` iterations per row. ``pull`` (k, n): a reference the
     step is damped toward (its null-space part survives), ``pull_gain`` of the way.
     ``polish``: converged rows keep iterating (toward ``pull``) for the whole budget,
-    a step kept when it stays converged or lowers the error."""
+    a step kept when it stays converged or lowers the error. ``frozen`` (n,) for all
+    rows or (k, n) per row: columns that keep their starting values."""
     opts = problem.options
     lo, hi = model.lo, model.hi
     q = np.ascontiguousarray(np.clip(np.asarray(q0, dtype=float), lo, hi).T)  # (n, k)
@@ -274,7 +281,12 @@ def levenberg_marquardt(model: BatchedKinematics, problem: Problem, q0: Array,
     nr = len(problem.row_w)
     roww = problem.row_w[:, None, None]
     cs = problem.col_scale[:, None]
-    cs3 = problem.col_scale[None, :, None]
+    if frozen is None:
+        keep = np.ones((model.n, 1))
+    else:  # (n,) for every row or (k, n) per row -> (n, 1) or (n, k)
+        fz = np.asarray(frozen, dtype=bool)
+        keep = (~fz).astype(float)[:, None] if fz.ndim == 1 else (~fz).T.astype(float)
+    per_row = keep.shape[1] > 1
     lo_s, hi_s = lo / problem.col_scale, hi / problem.col_scale
     rot, pos, jac = model.pose_jacobian_t(q)
     e, pe, re = problem.residual(idx, rot, pos)
@@ -296,7 +308,10 @@ def levenberg_marquardt(model: BatchedKinematics, problem: Problem, q0: Array,
         wd = mult[sel] * (opts.damping * energy[sel] + opts.damping_floor)
         # the pull shrinks as the damping grows: a rejected step must get shorter
         d = None if pl is None else (pl[:, sel] - qa) * (pull_gain / np.maximum(mult[sel], 1.0))
+        if d is not None and frozen is not None:
+            d = d * (keep[:, sel] if per_row else keep)
         # in units of each column's half range: damping and pulls weigh joints alike
+        cs3 = (cs * (keep[:, sel] if per_row else keep))[None]
         step = bounded_step(weighted[..., sel] * cs3, e[:, sel], qa / cs, lo_s, hi_s, wd,
                             None if d is None else d / cs) * cs
         qt = np.clip(qa + step, lo[:, None], hi[:, None])

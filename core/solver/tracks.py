@@ -36,6 +36,7 @@ from .batched import (
     cold_start,
     levenberg_marquardt,
     random_starts,
+    rotvec,
 )
 
 Array = NDArray[np.float64]
@@ -47,13 +48,24 @@ class TrackOptions:
 
     position_tolerance: float = 1e-5
     orientation_tolerance: float = 1e-4
-    stride: int = 4  # frames between coarse frames
+    stride: int = 16  # frames between coarse frames
     candidates: int = 2  # tracks through the coarse frames
     restart_rows: int = 16  # random starts when seeding or re-seeding tracks
     posture: float = 0.02  # coarse tracking: pull toward mid-range (fraction per step)
     iterations: int = 30  # LM budget per stage
     flip_factor: float = 2.5  # a step this many times the local mean step is a jump
     repair: bool = False  # re-track intervals with a jump or an unconverged frame
+    coarse: str = "grid"  # "grid": locked-column grid tracks; "tracks": adaptive candidates
+    coarse_motion: float = 0.3  # most target motion between coarse frames (see above)
+    power: float = 8.0  # path cost: sum of the largest column step to this power
+    path_rounds: int = 30  # lazy path search: rounds of filling the chosen edges
+    grid: int = 32  # "grid", redundant chains: values of the locked free column
+    free: tuple[int, ...] = ()  # "grid": the columns locked (empty: chosen)
+    free_count: int = 3  # "grid": how many columns are locked in turn when chosen
+    reseed_every: int = 8  # coarse frames between random re-seeding of dead tracks
+    lateral_sweeps: int = 3  # "grid": dead cells grown from live neighbours per frame
+    lateral_sources: int = 3  # "grid": live slots each dead one is tried from
+    reseed_rows: int = 2  # random starts per dead track when re-seeding
     seed: int = 0
 
 
@@ -88,12 +100,15 @@ class _Track:
         self.finite = finite
         self.turn = model.kinds == REVOLUTE
 
-    def lm(self, rows: Array, start: Array, pull: Array | None, budget: int | None = None
+    def lm(self, rows: Array, start: Array, pull: Array | None, budget: int | None = None,
+           frozen: NDArray[np.bool_] | None = None
            ) -> tuple[Array, NDArray[np.bool_], Array, Array]:  # fmt: skip
         res = levenberg_marquardt(self.model, self.problem, start,
-                                  budget or self.opts.iterations, rows=rows, pull=pull)
+                                  budget or self.opts.iterations, rows=rows, pull=pull,
+                                  frozen=frozen)
         return res.q, res.converged, res.position_error, res.orientation_error
 
+    # -- 1'. the self-motion sampled: tracks with one joint locked on a grid -------------
     def toward_mid(self, q: Array) -> Array:
         return np.where(self.finite, q + self.opts.posture * (self.mid - q), q)  # type: ignore[no-any-return]
 
@@ -175,16 +190,169 @@ class _Track:
             h = min(2 * (nxt - cur), stride)
         return np.array(frames), np.array(qs), np.array(oks)
 
+    def coarse_frames(self, stride: int) -> Array:
+        """Coarse frames: at most ``stride`` apart, closer where the targets move fast
+        (at most ``coarse_motion`` of target motion apart: position over the chain's
+        length scale plus rotation angle, the largest over the effectors)."""
+        pr = self.problem
+        dp = np.linalg.norm(np.diff(pr.t_pos, axis=-1), axis=1) / pr.scale  # (m, F-1)
+        rel = np.einsum("milk,mjlk->ijmk", pr.t_rot[..., 1:], pr.t_rot[..., :-1])
+        da = np.linalg.norm(rotvec(rel), axis=0)  # (m, F-1)
+        move = np.max(dp + da, axis=0) if dp.size else np.zeros(0)
+        frames, acc, last = [0], 0.0, 0
+        for f in range(1, self.frames):
+            acc += move[f - 1]
+            if f - last >= stride or acc >= self.opts.coarse_motion or f == self.frames - 1:
+                frames.append(f)
+                acc, last = 0.0, f
+        return np.array(frames)
+
+    def free_columns(self, sols: Array, count: int) -> list[int]:
+        """Up to ``count`` columns to lock on a redundant chain (more columns than counted
+        error rows), judged at the solutions ``sols`` (k, n): those whose removal leaves
+        the best conditioned rest (largest smallest singular value, median over the
+        samples). Empty for a chain without redundancy. Finite ranges only."""
+        rows = int(3 * self.problem.count_p.sum() + 3 * self.problem.count_r.sum())
+        if self.model.n <= rows or len(sols) == 0:
+            return []
+        _, _, jac = self.model.pose_jacobian_t(np.ascontiguousarray(sols.T))
+        jw = jac.reshape(len(self.problem.row_w), self.model.n, -1) \
+            * self.problem.row_w[:, None, None] * self.problem.col_scale[None, :, None]
+        score = np.zeros(self.model.n)
+        for c in range(self.model.n):
+            rest = np.delete(jw, c, axis=1)
+            score[c] = float(np.median([np.linalg.svd(rest[:, :, j], compute_uv=False)[-1]
+                                        for j in range(jw.shape[-1])]))
+        score[~self.finite] = -1.0
+        order = [int(c) for c in np.argsort(-score, kind="stable") if score[c] > 0]
+        return order[:count]
+
+    def grid_tracks(self, stride: int) -> tuple[Array, Array, Array]:
+        """Coarse tracks, every ``stride`` frames. On a redundant chain: for each of a
+        few free columns, one track per value of a grid over its range (that column
+        locked, the others solving the rest) and per branch found, so that the
+        self-motion is sampled where any one column folds; otherwise one per branch.
+        Dead tracks grow back from live neighbouring cells, and from random restarts
+        now and then. Returns frames (C,), coordinates (C, N, n), converged (C, N)."""
+        o, model = self.opts, self.model
+        frames = self.coarse_frames(stride)
+        probe = self.seeds(0, 4)
+        frees = list(o.free) if o.free else self.free_columns(probe, o.free_count)
+        per = o.candidates
+        if frees:
+            g = o.grid
+            vals, cols = [], []
+            for c in frees:
+                lo, hi = model.lo[c], model.hi[c]
+                vals.append(lo + (np.arange(g) + 0.5) / g * (hi - lo))
+                cols.append(np.full(g, c))
+            cell_value = np.repeat(np.concatenate(vals), per)
+            slot_col = np.repeat(np.concatenate(cols), per)
+            frozen = np.zeros((len(slot_col), model.n), dtype=bool)
+            frozen[np.arange(len(slot_col)), slot_col] = True
+        else:
+            g = 1
+            cell_value = np.zeros(per)
+            slot_col = np.full(per, -1)
+            frozen = None
+        self.cells = (g, per, slot_col, cell_value)
+        slots = len(cell_value)
+        q = np.zeros((slots, model.n))
+        ok = np.zeros(slots, dtype=bool)
+        prev = np.zeros_like(q)
+        qs, oks = [], []
+        for i, f in enumerate(frames):
+            if i > 0 and ok.any():
+                alive = np.flatnonzero(ok)
+                back = q[alive] - prev[alive] if i > 1 else 0.0
+                pred = np.clip(q[alive] + back, model.lo, model.hi)
+                fz = None if frozen is None else frozen[alive]
+                sol, good, _, _ = self.lm(np.full(alive.size, f), pred, q[alive], None, fz)
+                prev[alive] = q[alive]
+                q[alive], ok[alive] = sol, good
+            if frees:  # grow the alive cells into their dead neighbours
+                for _ in range(o.lateral_sweeps):
+                    if not self._lateral(f, q, ok, prev, frozen):
+                        break
+            dead = np.flatnonzero(~ok)
+            if dead.size and i % o.reseed_every == 0:
+                reps = o.reseed_rows if i > 0 else o.restart_rows
+                rows = np.repeat(dead, reps)
+                starts = random_starts(model, rows.size, self.rng, self.problem.scale)
+                if frees:
+                    starts[np.arange(rows.size), slot_col[rows]] = cell_value[rows]
+                fz = None if frozen is None else frozen[rows]
+                sol, good, _, _ = self.lm(np.full(rows.size, f), starts, None, 40, fz)
+                self._assign(rows, sol, good, q, ok, prev, per)
+            qs.append(q.copy())
+            oks.append(ok.copy())
+        return frames, np.array(qs), np.array(oks)
+
+    @staticmethod
+    def _assign(rows: Array, sol: Array, good: NDArray[np.bool_], q: Array,
+                ok: NDArray[np.bool_], prev: Array, per: int) -> bool:  # fmt: skip
+        """Give each dead slot in ``rows`` one converged solution of its row, distinct
+        (> 0.05) from the other live slots of its cell; True when any slot came alive."""
+        grew = False
+        for j in np.flatnonzero(good):
+            d = int(rows[j])
+            if ok[d]:
+                continue
+            cell = range(d - d % per, d - d % per + per)
+            if all(not ok[t] or np.max(np.abs(sol[j] - q[t])) > 0.05 for t in cell):
+                q[d], ok[d], prev[d] = sol[j], True, sol[j]
+                grew = True
+        return grew
+
+    def _lateral(self, f: int, q: Array, ok: NDArray[np.bool_], prev: Array,
+                 frozen: NDArray[np.bool_] | None) -> bool:  # fmt: skip
+        """Each dead slot started from the live slots (of any free column) whose value of
+        its locked column is nearest its cell's value (within one and a half cells),
+        that column moved onto the cell: the self-motion manifold grown along itself,
+        each grid filling in where another folds. True when any slot came alive."""
+        g, per, slot_col, cell_value = self.cells
+        dead = np.flatnonzero(~ok)
+        live = np.flatnonzero(ok)
+        if dead.size == 0 or live.size == 0:
+            return False
+        lo, hi = self.model.lo[slot_col[dead]], self.model.hi[slot_col[dead]]
+        width = (hi - lo) / g
+        gap = np.abs(q[live][:, slot_col[dead]].T - cell_value[dead][:, None])  # (D, L)
+        take = np.argsort(gap, axis=1, kind="stable")[:, : self.opts.lateral_sources]
+        near = np.take_along_axis(gap, take, axis=1) <= 1.5 * width[:, None]
+        rows = np.repeat(dead, take.shape[1])[near.ravel()]
+        src = live[take.ravel()[near.ravel()]]
+        if rows.size == 0:
+            return False
+        starts = q[src].copy()
+        starts[np.arange(rows.size), slot_col[rows]] = cell_value[rows]
+        fz = None if frozen is None else frozen[rows]
+        sol, good, _, _ = self.lm(np.full(rows.size, f), starts, None, 20, fz)
+        return self._assign(rows, sol, good, q, ok, prev, per)
+
     # -- 2. least motion path ------------------------------------------------------------
     @staticmethod
-    def ladder(qs: Array, oks: Array) -> Array:
-        """Per coarse frame the chosen candidate (C,): least summed squared step."""
+    def ladder(qs: Array, oks: Array, idx: Array,
+               measured: dict[tuple[int, int, int], float] | None = None,
+               power: float = 8.0) -> Array:  # fmt: skip
+        """Per coarse frame the chosen candidate (C,): the least sum over frames of the
+        ``power``-th power of the largest column step (nearly least-max). An edge ``(i, from,
+        to)`` (into coarse frame i) costs its ``measured`` value once filled, else the
+        estimate ``L (d / L)^power`` from its ends' distance ``d`` over its ``L`` frames, a
+        lower bound of what filling it can measure."""
         c, k, _ = qs.shape
         cost = np.where(oks[0], 0.0, 1e6)
         back = np.zeros((c, k), dtype=int)
+        by_frame: dict[int, list[tuple[int, int, float]]] = {}
+        for (bi, frm, to), val in (measured or {}).items():
+            by_frame.setdefault(bi, []).append((frm, to, val))
         for i in range(1, c):
+            span = float(max(idx[i] - idx[i - 1], 1))
             step = np.max(np.abs(qs[i][:, None, :] - qs[i - 1][None, :, :]), axis=2)  # (K, K')
-            total = cost[None, :] + step * step
+            edge = span * (step / span) ** power
+            for frm, to, val in by_frame.get(i, ()):
+                edge[to, frm] = val
+            total = cost[None, :] + edge
             back[i] = np.argmin(total, axis=1)
             cost = total[np.arange(k), back[i]] + np.where(oks[i], 0.0, 1e6)
         path = np.zeros(c, dtype=int)
@@ -194,6 +362,48 @@ class _Track:
         return path
 
     # -- 3. fill -------------------------------------------------------------------------
+    def fill_segments(self, segs: list[tuple[int, int, Array, Array]]
+                      ) -> list[tuple[Array, Array, Array, Array]]:  # fmt: skip
+        """The frames of segments ``(a, b, q_a, q_b)`` by batched bisection, all
+        segments at once: each midpoint starts from the straight line between its known
+        neighbours and is pulled toward it in the null space. Per segment: coordinates
+        (L + 1, n), converged, position and orientation errors (L + 1, m)."""
+        n, m = self.model.n, len(self.model.effectors)
+        out = []
+        for a, b, qa, qb in segs:
+            q = np.zeros((b - a + 1, n))
+            q[0], q[-1] = qa, qb
+            have = np.zeros(b - a + 1, dtype=bool)
+            have[0] = have[-1] = True
+            out.append((q, np.ones(b - a + 1, dtype=bool), np.zeros((b - a + 1, m)),
+                        np.zeros((b - a + 1, m)), have))
+        while True:
+            rows, inits, where = [], [], []
+            for si, (a, _, _, _) in enumerate(segs):
+                q, _, _, _, have = out[si]
+                ks = np.flatnonzero(have)
+                for g in np.flatnonzero(np.diff(ks) > 1):
+                    lft, rgt = ks[g], ks[g + 1]
+                    mid = (lft + rgt) // 2
+                    t = (mid - lft) / (rgt - lft)
+                    rows.append(a + mid)
+                    inits.append(q[lft] + t * (q[rgt] - q[lft]))
+                    where.append((si, mid))
+            if not rows:
+                break
+            init = np.array(inits)
+            sol, ok, p, r = self.lm(np.array(rows), init, init)
+            for j, (si, mid) in enumerate(where):
+                q, conv, pe, re, have = out[si]
+                q[mid], conv[mid], pe[mid], re[mid], have[mid] = sol[j], ok[j], p[j], r[j], True
+        return [(q, conv, pe, re) for q, conv, pe, re, _ in out]
+
+    def segment_cost(self, q: Array, conv: Array) -> float:
+        """Sum over the segment's steps of the ``power``-th power of the largest column
+        step, and a large penalty per unconverged frame."""
+        steps = np.max(np.abs(np.diff(q, axis=0)), axis=1)
+        return float(np.sum(steps**self.opts.power) + 1e6 * np.count_nonzero(~conv[1:-1]))
+
     def fill(self, known: dict[int, Array]) -> tuple[Array, Array, Array, Array]:
         """Every frame from the coarse ones, by batched bisection (module docstring)."""
         n, f = self.model.n, self.frames
@@ -243,10 +453,38 @@ def solve_track(model: BatchedKinematics, targets: ArrayLike,
         m = len(model.effectors)
         return TrackResult(np.zeros((0, model.n)), np.zeros(0, dtype=bool),
                            np.zeros((0, m)), np.zeros((0, m)))
-    idx, qs, oks = tr.coarse(max(opts.stride, 1))
-    path = tr.ladder(qs, oks)
-    known = {int(i): qs[c, path[c]] for c, i in enumerate(idx)}
-    q, conv, pe, re = tr.fill(known)
+    if opts.coarse == "grid":
+        idx, qs, oks = tr.grid_tracks(max(opts.stride, 1))
+    else:
+        idx, qs, oks = tr.coarse(max(opts.stride, 1))
+    # lazy least-motion path: fill the chosen path's edges, put their measured costs in
+    # the graph, choose again, until the path chosen is filled throughout
+    measured: dict[tuple[int, int, int], float] = {}
+    filled: dict[tuple[int, int, int], tuple[Array, Array, Array, Array]] = {}
+    edges: list[tuple[int, int, int]] = []
+    for _ in range(opts.path_rounds):
+        path = tr.ladder(qs, oks, idx, measured, opts.power)
+        edges = [(i, int(path[i - 1]), int(path[i])) for i in range(1, len(idx))]
+        new = [e for e in edges if e not in filled]
+        if not new:
+            break
+        segs = [(int(idx[i - 1]), int(idx[i]), qs[i - 1, a], qs[i, b]) for i, a, b in new]
+        for e, res in zip(new, tr.fill_segments(segs), strict=True):
+            filled[e] = res
+            measured[e] = tr.segment_cost(res[0], res[1])
+    n, m = model.n, len(model.effectors)
+    q, conv = np.zeros((f, n)), np.zeros(f, dtype=bool)
+    pe, re = np.zeros((f, m)), np.zeros((f, m))
+    for i, a, b in edges:
+        if (i, a, b) not in filled:  # out of rounds: fill what is left
+            seg = (int(idx[i - 1]), int(idx[i]), qs[i - 1, a], qs[i, b])
+            filled[(i, a, b)] = tr.fill_segments([seg])[0]
+        sq, sc, sp, sr = filled[(i, a, b)]
+        lo_f, hi_f = int(idx[i - 1]), int(idx[i])
+        q[lo_f:hi_f + 1], conv[lo_f:hi_f + 1] = sq, sc
+        pe[lo_f:hi_f + 1], re[lo_f:hi_f + 1] = sp, sr
+    if len(idx) == 1:
+        q[0] = qs[0, int(np.argmax(oks[0]))]
     # the coarse frames' own errors and convergence
     cidx = idx
     res = levenberg_marquardt(model, tr.problem, q[cidx], 0, rows=cidx)

@@ -182,8 +182,6 @@ def test_track_converges_within_limits_and_is_deterministic() -> None:
     np.testing.assert_array_equal(res.q, again.q)
 
 
-@pytest.mark.xfail(strict=True, reason="issue 9 point 1 open: the coarse tracks still "
-                   "switch branch inside a stride (measured in bench/batched.py)")
 def test_track_has_no_flips() -> None:
     model, truth, targets = arm7_path(200, 11)
     res = solve_track(model, targets)
