@@ -245,7 +245,8 @@ def chain_joint_count(ob: bpy.types.Object, defn: SkeletonDef, effector: str, bo
         return 0
     names = {b.name for b in armature_data(ob).bones}
     parent = {j.name: j.parent for j in defn.joints}
-    count, seen, at = 0, 0, effector
+    count, seen = 0, 0
+    at: str | None = effector
     while at is not None:
         count += 1
         if at in names:
