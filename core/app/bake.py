@@ -15,7 +15,7 @@ import statistics
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, overload
 
 import numpy as np
 from numpy.typing import NDArray
@@ -29,6 +29,7 @@ from ..solver.dls_compiled import solve_spec
 from ..solver.kinematics import FrameTargets, Kinematics, Pole
 from ..solver.robust import RobustOptions, solve_trajectory
 from ..solver.settings import SolverSettings
+from .formats import AnimationColumns, ColumnFrames
 
 Progress = Callable[[int, int], None]
 Target = tuple[int, NDArray[np.float64]]
@@ -69,12 +70,53 @@ class FrameRecord:
     effector_errors: dict[str, dict[str, float]] = field(default_factory=dict)
 
 
+class RecordTable(Sequence[FrameRecord]):
+    """Every frame's record as arrays (frame numbers, converged, iterations, errors in m
+    and rad, per effector); item ``i`` is a :class:`FrameRecord` built when asked for."""
+
+    def __init__(self, frames: NDArray[np.int64], converged: NDArray[np.bool_],
+                 iterations: NDArray[np.int64], errors: NDArray[np.float64],
+                 per_effector: NDArray[np.float64], effectors: Sequence[str]) -> None:
+        self.frame_numbers = frames
+        self.converged = converged
+        self.iterations = iterations
+        self.errors = errors  # (F, 2): position (m), orientation (rad), max over effectors
+        self.per_effector = per_effector  # (F, E, 2)
+        self.effectors = list(effectors)
+
+    def __len__(self) -> int:
+        return len(self.frame_numbers)
+
+    def record(self, i: int) -> FrameRecord:
+        per = self.per_effector[i].tolist()
+        return FrameRecord(
+            int(self.frame_numbers[i]), bool(self.converged[i]), int(self.iterations[i]),
+            float(self.errors[i, 0]), float(self.errors[i, 1]),
+            {name: {"position_error": pe, "orientation_error": oe}
+             for name, (pe, oe) in zip(self.effectors, per, strict=True)})
+
+    @overload
+    def __getitem__(self, i: int) -> FrameRecord: ...
+    @overload
+    def __getitem__(self, i: slice) -> list[FrameRecord]: ...
+    def __getitem__(self, i: int | slice) -> FrameRecord | list[FrameRecord]:
+        if isinstance(i, slice):
+            return [self.record(k) for k in range(len(self))[i]]
+        if not -len(self) <= i < len(self):
+            raise IndexError(i)
+        return self.record(i % len(self))
+
+
 @dataclass
 class BakeResult:
-    """Per-frame records, the animation.json frames, and what ran."""
+    """Per-frame records, the animation.json frames, and what ran.
 
-    records: list[FrameRecord]
-    frames: list[dict[str, Any]]
+    A bake's ``records`` and ``frames`` are a :class:`RecordTable` and a
+    :class:`~.formats.ColumnFrames`: arrays, with each frame's record or dict built when
+    asked for (no per-frame objects for a long bake that is only written out)."""
+
+    records: Sequence[FrameRecord]
+    frames: Sequence[dict[str, Any]]
     effector: str
     method: str = "spec"
     wall_time: float = 0.0  # seconds
@@ -83,6 +125,8 @@ class BakeResult:
 
     @property
     def converged_count(self) -> int:
+        if isinstance(self.records, RecordTable):
+            return int(self.records.converged.sum())
         return sum(r.converged for r in self.records)
 
     def report(self) -> dict[str, Any]:
@@ -154,8 +198,6 @@ def simulate(
         per_frame = [FrameTargets(row, values, poles)
                      for row, (values, poles) in zip(per_frame, extras, strict=True)]
     kwargs = settings.kwargs()
-    records: list[FrameRecord] = []
-    frames: list[dict[str, Any]] = []
     start = time.perf_counter()
     skeleton.reset()
     model = CompiledKinematics(skeleton, names, [t.chain_length for t in tracks])
@@ -169,7 +211,12 @@ def simulate(
             model, per_frame, settings, weights=weights, options=options,
             cold_start=not warm_start, progress=progress)]
     fixed = skeleton.joint_values()  # the T-pose: joints off the paths keep it
-    for frame, frame_targets, (state, res) in zip(numbers, per_frame, solved, strict=True):
+    kinds = [entry["type"] for entry in fixed.values()]
+    columns: list[Any] = []  # every frame's joint values, flat (file order)
+    add, extend = columns.append, columns.extend
+    rec: list[Any] = []  # every frame's converged, iterations, errors
+    per_all: list[float] = []
+    for frame_targets, (state, res) in zip(per_frame, solved, strict=True):
         per = getattr(res, "effector_errors", None)
         if not per and len(names) == 1:  # one effector: the result's errors are its own
             per = [(res.position_error, res.orientation_error)]
@@ -177,18 +224,31 @@ def simulate(
             model.restore(state)
             model.update()
             per = _effector_errors(model, frame_targets)
-        records.append(
-            FrameRecord(frame, res.converged, res.iterations, res.position_error,
-                        res.orientation_error,
-                        {name: {"position_error": pe, "orientation_error": oe}
-                         for name, (pe, oe) in zip(names, per, strict=True)})
-        )
+        rec.extend((res.converged, res.iterations, res.position_error, res.orientation_error))
+        for pe, oe in per:
+            per_all.extend((pe, oe))
         values = model.joint_values(state)  # from the saved state: no FK, no joint objects
         frame_driven = getattr(frame_targets, "driven", None)
         if frame_driven:
             values = {**frame_driven, **values}
-        frames.append({"frame": frame, "joints": {name: values.get(name, entry)
-                                                  for name, entry in fixed.items()}})
+        for (name, entry), kind in zip(fixed.items(), kinds, strict=True):
+            e = values.get(name, entry)
+            if kind == "revolute":
+                add(e["angle"])
+            elif kind == "prismatic":
+                add(e["displacement"])
+            else:
+                extend(e["euler"])
+                extend(e["quaternion"])
+    count = len(numbers)
+    frame_numbers = np.array(numbers, dtype=np.int64)
+    table = np.array(rec, dtype=object).reshape(count, 4)
+    records = RecordTable(frame_numbers, table[:, 0].astype(bool), table[:, 1].astype(np.int64),
+                          table[:, 2:].astype(float),
+                          np.array(per_all, dtype=float).reshape(count, len(names), 2), names)
+    width = sum(AnimationColumns.WIDTH[k] for k in kinds)
+    anim = AnimationColumns(frame_numbers, list(fixed), kinds,
+                            np.array(columns, dtype=float).reshape(count, width))
     if solved:
         model.restore(solved[-1][0])
         model.update()
@@ -196,9 +256,9 @@ def simulate(
     if last_driven:
         skeleton.set_joint_values(dict(last_driven))  # driven joints: last frame's
     model.write_back(skeleton)  # the last frame's pose, FK current
-    align_quaternion_signs(frames)
-    return BakeResult(records, frames, ",".join(names), method, time.perf_counter() - start,
-                      kwargs, names)
+    anim.align_quaternion_signs()
+    return BakeResult(records, ColumnFrames(anim), ",".join(names), method,
+                      time.perf_counter() - start, kwargs, names)
 
 
 def _solve_spec_frames(
@@ -353,8 +413,11 @@ def summary_line(result: BakeResult) -> str:
     n = len(recs)
     if n == 0:
         return "dhik bake: 0 frames"
-    pe = [r.position_error for r in recs]
-    oe = [r.orientation_error for r in recs]
+    if isinstance(recs, RecordTable):
+        pe, oe = recs.errors[:, 0].tolist(), recs.errors[:, 1].tolist()
+    else:
+        pe = [r.position_error for r in recs]
+        oe = [r.orientation_error for r in recs]
     unconverged = n - result.converged_count
     verdict = "all converged" if unconverged == 0 else f"{unconverged} NOT converged"
     return (

@@ -36,7 +36,7 @@ import math
 import numbers
 import os
 from collections.abc import Mapping, Sequence
-from typing import Any, TextIO
+from typing import Any, TextIO, overload
 
 import numpy as np
 from numpy.typing import NDArray
@@ -410,7 +410,7 @@ def parse_animation(data: Any, source: str = "animation.json") -> list[dict]:
     """
     _object(data, source, "", 'a JSON object with "frames"')
     items = _required(data, "frames", source, "")
-    if not isinstance(items, list):
+    if not isinstance(items, (list, ColumnFrames)):
         fail(source, "frames", f"must be an array of frames, got {kind_of(items)}")
     frames: list[dict] = []
     previous: int | None = None
@@ -452,7 +452,10 @@ def save_animation(frames: Sequence[dict], path: str | os.PathLike) -> None:
     written as arrays (:class:`AnimationColumns`); any other list goes through
     :func:`parse_animation` and the generic writer. Both write the same bytes.
     """
-    columns = AnimationColumns.from_frames(frames)
+    if isinstance(frames, ColumnFrames):
+        columns: AnimationColumns | None = frames.columns
+    else:
+        columns = AnimationColumns.from_frames(frames)
     if columns is None or columns.problem():
         clean = parse_animation({"frames": list(frames)}, str(path))
         atomic_write_json(path, {"frames": clean})
@@ -539,6 +542,38 @@ class AnimationColumns:
             col += self.WIDTH[kind]
         return False
 
+    def frame(self, i: int) -> dict[str, Any]:
+        """Frame ``i`` as its SPEC 3.3 dict (``{"frame": int, "joints": {...}}``)."""
+        row = self.values[i].tolist()
+        joints: dict[str, Any] = {}
+        col = 0
+        for name, kind in zip(self.names, self.kinds, strict=True):
+            if kind == "spherical":
+                joints[name] = {"type": kind, "euler": row[col:col + 3],
+                                "quaternion": row[col + 3:col + 7]}
+            elif kind == "revolute":
+                joints[name] = {"type": kind, "angle": row[col]}
+            else:
+                joints[name] = {"type": kind, "displacement": row[col]}
+            col += self.WIDTH[kind]
+        return {"frame": int(self.frames[i]), "joints": joints}
+
+    def align_quaternion_signs(self) -> None:
+        """Negate spherical quaternions so that each has a non-negative dot product with the
+        previous frame's (as aligned): what ``bake.align_quaternion_signs`` does to dicts."""
+        col = 0
+        for kind in self.kinds:
+            if kind == "spherical" and len(self.frames) > 1:
+                q = self.values[:, col + 3:col + 7]
+                dot = np.einsum("ij,ij->i", q[1:], q[:-1])
+                flips = np.concatenate(([0], np.cumsum(dot < 0.0)))
+                # a dot of exactly 0 is not flipped whatever came before: parity restarts
+                zero = np.concatenate(([True], dot == 0.0))
+                base = np.maximum.accumulate(np.where(zero, flips, 0))
+                negate = (flips - base) % 2 == 1
+                q[negate] = -q[negate]
+            col += self.WIDTH[kind]
+
     def template(self) -> str:
         """One frame's text with ``%d`` for the frame and ``%r`` for each value."""
         entries = []
@@ -573,6 +608,37 @@ class AnimationColumns:
             f.write("\n  ]\n}\n")
 
         atomic_write_text(path, write)
+
+
+class ColumnFrames(Sequence[dict[str, Any]]):
+    """The frames of an :class:`AnimationColumns` as a sequence of SPEC 3.3 dicts, each
+    built when asked for (a bake of a million frames holds arrays, not dicts);
+    :func:`save_animation` writes the columns directly."""
+
+    def __init__(self, columns: AnimationColumns) -> None:
+        self.columns = columns
+
+    def __len__(self) -> int:
+        return len(self.columns.frames)
+
+    @overload
+    def __getitem__(self, i: int) -> dict[str, Any]: ...
+    @overload
+    def __getitem__(self, i: slice) -> list[dict[str, Any]]: ...
+    def __getitem__(self, i: int | slice) -> dict[str, Any] | list[dict[str, Any]]:
+        if isinstance(i, slice):
+            return [self.columns.frame(k) for k in range(len(self))[i]]
+        if not -len(self) <= i < len(self):
+            raise IndexError(i)
+        return self.columns.frame(i % len(self))
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Sequence) and not isinstance(other, str):
+            return len(self) == len(other) and all(a == b for a, b in zip(self, other,
+                                                                            strict=True))
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
 
 
 # --------------------------------------------------------------------------- detection
