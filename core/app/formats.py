@@ -337,8 +337,41 @@ def save_skeleton(defn: SkeletonDef, path: str | os.PathLike) -> None:
 # --------------------------------------------------------------------------- targets.json
 
 
+def _targets_fast(data: Any) -> list[Keyframe] | None:
+    """The keyframes of well-formed targets.json ``data``, checked in bulk; None when
+    anything is unusual (then :func:`parse_targets` checks item by item and names it)."""
+    if not isinstance(data, list) or not data or {type(item) for item in data} != {dict}:
+        return None
+    try:
+        frames = [item["frame"] for item in data]
+        vectors = [item["pos"] for item in data] + [item["euler"] for item in data]
+    except KeyError:
+        return None
+    if {type(f) for f in frames} != {int} or {type(v) for v in vectors} != {list} or \
+            {len(v) for v in vectors} != {3}:
+        return None
+    flat = [x for v in vectors for x in v]
+    if not {type(x) for x in flat} <= {float, int}:
+        return None
+    try:
+        numbers = np.array(flat, dtype=float).reshape(2, len(data), 3)
+    except OverflowError:  # an integer beyond float
+        return None
+    if not np.isfinite(numbers).all() or np.abs(numbers[0]).max() > MAX_LENGTH:
+        return None
+    if min(frames) < 0 or max(frames) > MAX_FRAME or len(set(frames)) != len(frames):
+        return None
+    pos, euler = numbers.tolist()
+    keys = [Keyframe(f, tuple(p), tuple(e))  # type: ignore[arg-type]
+            for f, p, e in zip(frames, pos, euler, strict=True)]
+    return sorted(keys, key=lambda k: k.frame)
+
+
 def parse_targets(data: Any, source: str = "targets.json") -> list[Keyframe]:
     """Validate parsed targets.json ``data`` (SPEC 3.2): keyframes sorted by frame."""
+    fast = _targets_fast(data)
+    if fast is not None:
+        return fast
     if not isinstance(data, list):
         fail(source, "", f"must be a JSON array of keyframes, got {kind_of(data)}")
     if not data:
