@@ -23,7 +23,6 @@ from ..errors import DhikError
 from ..model.skeleton import Skeleton
 from .bake import summary_line
 from .bakejob import BakeOptions, ProgressBar, TrackSpec, add_bake_options, positive, run_bake
-from .batch import bake_many
 from .formats import (
     detect_kind,
     load_animation,
@@ -34,7 +33,6 @@ from .formats import (
     parse_targets,
     save_skeleton,
 )
-from .urdf import load_urdf
 
 
 class _Parser(argparse.ArgumentParser):
@@ -132,6 +130,8 @@ def cmd_bake(args: argparse.Namespace) -> int:
 
 
 def cmd_bake_many(args: argparse.Namespace) -> int:
+    from .batch import bake_many  # here: `dhik bake` need not import the batch machinery
+
     return bake_many(args.jobs, args.output, workers=args.workers, scheduler=args.scheduler,
                      force=args.force, report=args.report)
 
@@ -201,6 +201,8 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 def cmd_import_urdf(args: argparse.Namespace) -> int:
     """Write the URDF's skeleton; mimic joints and locked joints are warned on stderr."""
+    from .urdf import load_urdf  # here: the other commands need not import XML parsing
+
     skeleton, warnings = load_urdf(args.urdf)
     for warning in warnings:
         print(f"dhik: warning: {warning}", file=sys.stderr)
