@@ -7,7 +7,9 @@ times include interpreter start-up, imports, reading the files, interpolating th
 keyframes, solving (robust method, warm-started) and writing animation.json. The
 interpreter's own start-up (``python -c pass``) and the imports (``python -c "import
 dhik.app.cli"``) are measured the same way, and "beyond start-up" is the bake's time minus
-the interpreter's. A last in-process run splits one bake into its phases. The trajectory is
+the interpreter's. A last in-process run splits one bake into its phases. With the bpy
+venv (``--bpy-python``), the same bake inside Blender through the add-on's operators
+(bench/blender_bake.py) adds three rows. The trajectory is
 workload B of bench/run.py (bench/scenes.py, seed 2): one keyframe per frame. Times in
 seconds: mean, median and p99 over the repeats (p99 of few repeats is their maximum).
 """
@@ -90,10 +92,32 @@ def phases(skel: Path, tpath: Path, out: Path) -> dict[str, float]:
     return {name: b - a for name, a, b in zip(names, t, t[1:], strict=False)}
 
 
+def blender(python: str, skel: Path, tpath: Path, repeats: int) -> list[tuple[str, list[float]]]:
+    """Rows of the same bake inside Blender (bench/blender_bake.py in the bpy venv: the
+    add-on's import_skeleton + import_targets, then bake with keys and animation.json),
+    timed inside the process (bpy's own start-up not counted)."""
+    runs = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for _ in range(repeats):
+            out = Path(tmp) / "out.json"
+            proc = subprocess.run([python, str(HERE / "blender_bake.py"), str(skel), str(tpath),
+                                   str(out)], capture_output=True, text=True, timeout=900)
+            if proc.returncode != 0 or not out.exists():
+                raise SystemExit(f"blender_bake.py: exit {proc.returncode}: "
+                                 f"{proc.stderr.strip()[-500:]}")
+            runs.append(json.loads(out.read_text()))
+    return [("Blender: import skeleton + targets", [r["import_s"] for r in runs]),
+            ("Blender: bake (solve, keys, animation.json)", [r["bake_s"] for r in runs]),
+            ("Blender: import + bake", [r["wall_s"] for r in runs])]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--frames", type=int, default=5000)
     parser.add_argument("--repeats", type=int, default=7)
+    parser.add_argument("--bpy-python", default=str(HERE.parent / ".venv-bpy" / "bin" / "python"),
+                        help="the bpy venv's python for the Blender rows ('' to skip them)")
+    parser.add_argument("--bpy-repeats", type=int, default=3)
     args = parser.parse_args(argv)
     py = sys.executable
     with tempfile.TemporaryDirectory() as tmp:
@@ -110,11 +134,14 @@ def main(argv: list[str] | None = None) -> int:
         size = out.stat().st_size
         split = phases(skel, tpath, Path(tmp) / "again.json")
         same = (Path(tmp) / "again.json").read_bytes() == out.read_bytes()
-    start_up = statistics.fmean(rows[0][1])
-    bake = rows[2][1]
-    rows.append(("dhik bake beyond interpreter start-up", [b - start_up for b in bake]))
+        start_up = statistics.fmean(rows[0][1])
+        bake = rows[2][1]
+        rows.append(("dhik bake beyond interpreter start-up", [b - start_up for b in bake]))
+        if args.bpy_python and Path(args.bpy_python).exists():
+            rows.extend(blender(args.bpy_python, skel, tpath, args.bpy_repeats))
     width = max(len(r[0]) for r in rows)
-    print(f"{args.repeats} repeats, fresh process each; seconds")
+    print(f"{args.repeats} repeats ({args.bpy_repeats} in Blender), fresh process each; "
+          "seconds")
     print(f"| {'what':<{width}} | mean   | median | p99    |")
     print(f"|{'-' * (width + 2)}|--------|--------|--------|")
     for name, times in rows:
