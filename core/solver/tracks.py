@@ -1,23 +1,33 @@
-"""Flip-free trajectories on the batched LM: coarse candidate tracks, a least-motion path
-through them, and every other frame filled in by batched bisection.
+"""Flip-free trajectories on the batched LM: the self-motion sampled by grid tracks, a
+least-motion path through them found lazily, and every frame filled in by bisection.
 
 Frames: world; units: metres, radians. The bake knows every target in advance, so the
-trajectory is solved as one problem:
+trajectory is solved as one problem (``solve_track``):
 
-1. coarse frames (every ``stride``-th) are tracked in order by ``candidates`` tracks at
-   once (one batch): frame 0's tracks are distinct solutions from random restarts; each
-   later coarse frame starts from each track's linear extrapolation and is pulled, in the
-   null space, toward it moved ``posture`` of the way to mid-range (away from the limits,
-   where tracks die). A track that does not converge is re-seeded from restarts;
-2. the path through the coarse solutions with least joint motion (squared largest column
-   step, summed) is chosen by dynamic programming over the ladder graph of candidates, as
-   ROS-Industrial's Descartes planner does;
-3. the frames between coarse frames are filled level by level (the midpoints of every
-   gap at once, in one batch), each started from a cubic interpolation of its known
-   neighbours in joint space and pulled toward it in the null space;
-4. a frame whose step exceeds ``flip_factor`` times the local mean step of its coarse
-   interval (a jump) has its interval re-tracked frame by frame from both ends; a jump
-   that survives is reported: no continuous path was found there.
+1. coarse frames: at most ``stride`` frames apart, closer where the targets move fast;
+2. candidates per coarse frame (``coarse="grid"``, the default): on a redundant chain
+   (more columns than counted error rows) a few columns are locked in turn, each on a
+   grid of values over its range; every cell holds up to ``candidates`` tracks (one per
+   branch found) in which the other columns solve the rest. All tracks advance together,
+   one batch per coarse frame, from their linear extrapolation, pulled toward their
+   previous solution (least motion). Dead cells grow back from live tracks whose value
+   of the locked column is near (the self-motion manifold grown along itself, each grid
+   filling in where another folds) and from random restarts now and then. The pass runs
+   forward and backward, so parts of the self-motion that are reachable only later are
+   followed back. Without redundancy the cells are the branches found by restarts;
+3. the path: dynamic programming over this ladder graph (as ROS-Industrial's Descartes
+   planner does over IK solutions) for the least sum of the ``power``-th power of the
+   largest column step per frame (nearly least-max). An edge's first cost is a lower
+   bound from its ends; the edges of the path chosen are then filled (every frame
+   between, by batched bisection: each midpoint from the straight line between its known
+   neighbours, pulled toward it in the null space) and their measured cost replaces the
+   bound; the path is chosen again until every edge of it has been filled: a branch
+   switch hidden between two coarse frames shows in its fill and is avoided;
+4. frames whose step from the previous frame is still a jump (more than ``flip_factor``
+   times the local mean step) are reported: no continuous path was found there.
+
+``coarse="tracks"`` keeps the first method tried (a few candidate tracks with adaptive
+steps, no grid), for comparison in bench/batched.py.
 """
 
 from __future__ import annotations
@@ -58,12 +68,13 @@ class TrackOptions:
     coarse: str = "grid"  # "grid": locked-column grid tracks; "tracks": adaptive candidates
     coarse_motion: float = 0.3  # most target motion between coarse frames (see above)
     power: float = 8.0  # path cost: sum of the largest column step to this power
-    path_rounds: int = 30  # lazy path search: rounds of filling the chosen edges
+    path_rounds: int = 100  # lazy path search: rounds of filling the chosen edges
     grid: int = 32  # "grid", redundant chains: values of the locked free column
     free: tuple[int, ...] = ()  # "grid": the columns locked (empty: chosen)
-    free_count: int = 3  # "grid": how many columns are locked in turn when chosen
+    free_count: int = 4  # "grid": how many columns are locked in turn when chosen
     reseed_every: int = 8  # coarse frames between random re-seeding of dead tracks
     lateral_sweeps: int = 3  # "grid": dead cells grown from live neighbours per frame
+    both_ways: bool = True  # "grid": also track backward from the last frame
     lateral_sources: int = 3  # "grid": live slots each dead one is tried from
     reseed_rows: int = 2  # random starts per dead track when re-seeding
     seed: int = 0
@@ -228,16 +239,29 @@ class _Track:
         return order[:count]
 
     def grid_tracks(self, stride: int) -> tuple[Array, Array, Array]:
-        """Coarse tracks, every ``stride`` frames. On a redundant chain: for each of a
-        few free columns, one track per value of a grid over its range (that column
-        locked, the others solving the rest) and per branch found, so that the
-        self-motion is sampled where any one column folds; otherwise one per branch.
-        Dead tracks grow back from live neighbouring cells, and from random restarts
-        now and then. Returns frames (C,), coordinates (C, N, n), converged (C, N)."""
-        o, model = self.opts, self.model
+        """:meth:`grid_pass` forward and, with ``options.both_ways``, backward from the
+        last frame (parts of the self-motion that only become reachable later are
+        followed back in time); both passes' tracks are candidates of every coarse
+        frame."""
         frames = self.coarse_frames(stride)
         probe = self.seeds(0, 4)
-        frees = list(o.free) if o.free else self.free_columns(probe, o.free_count)
+        frees = list(self.opts.free) if self.opts.free else self.free_columns(
+            probe, self.opts.free_count)
+        qs, oks = self.grid_pass(frames, frees)
+        if self.opts.both_ways and len(frames) > 1:
+            qb, okb = self.grid_pass(frames[::-1], frees)
+            qs = np.concatenate([qs, qb[::-1]], axis=1)
+            oks = np.concatenate([oks, okb[::-1]], axis=1)
+        return frames, qs, oks
+
+    def grid_pass(self, frames: Array, frees: list[int]) -> tuple[Array, Array]:
+        """Coarse tracks through ``frames`` in that order. On a redundant chain: for each
+        free column in ``frees``, one track per value of a grid over its range (that
+        column locked, the others solving the rest) and per branch found, so that the
+        self-motion is sampled where any one column folds; otherwise one per branch.
+        Dead tracks grow back from live neighbouring cells, and from random restarts
+        now and then. Returns coordinates (C, N, n) and converged (C, N)."""
+        o, model = self.opts, self.model
         per = o.candidates
         if frees:
             g = o.grid
@@ -286,7 +310,7 @@ class _Track:
                 self._assign(rows, sol, good, q, ok, prev, per)
             qs.append(q.copy())
             oks.append(ok.copy())
-        return frames, np.array(qs), np.array(oks)
+        return np.array(qs), np.array(oks)
 
     @staticmethod
     def _assign(rows: Array, sol: Array, good: NDArray[np.bool_], q: Array,
@@ -332,29 +356,34 @@ class _Track:
 
     # -- 2. least motion path ------------------------------------------------------------
     @staticmethod
-    def ladder(qs: Array, oks: Array, idx: Array,
-               measured: dict[tuple[int, int, int], float] | None = None,
-               power: float = 8.0) -> Array:  # fmt: skip
-        """Per coarse frame the chosen candidate (C,): the least sum over frames of the
-        ``power``-th power of the largest column step (nearly least-max). An edge ``(i, from,
-        to)`` (into coarse frame i) costs its ``measured`` value once filled, else the
-        estimate ``L (d / L)^power`` from its ends' distance ``d`` over its ``L`` frames, a
-        lower bound of what filling it can measure."""
-        c, k, _ = qs.shape
+    def edge_costs(qs: Array, idx: Array, power: float) -> list[Array]:
+        """Per transition into coarse frame i (i >= 1) the estimated cost of every edge
+        (K to, K from): ``L (d / L)^power`` from the ends' largest column distance ``d``
+        over its ``L`` frames, a lower bound of what filling the edge can measure
+        (entry 0 is unused)."""
+        out = [np.zeros((0, 0))]
+        for i in range(1, len(idx)):
+            span = float(max(idx[i] - idx[i - 1], 1))
+            step = np.zeros((qs.shape[1], qs.shape[1]))
+            for c in range(qs.shape[2]):
+                np.maximum(step, np.abs(qs[i][:, None, c] - qs[i - 1][None, :, c]), out=step)
+            out.append(span * (step / span) ** power)
+        return out
+
+    @staticmethod
+    def ladder(edges: list[Array], oks: Array) -> Array:
+        """Per coarse frame the chosen candidate (C,): the path of least summed edge
+        cost (``edges`` from :meth:`edge_costs`, measured entries written over the
+        estimates), unconverged nodes costing 1e6 each, by dynamic programming over the
+        ladder graph."""
+        c, k = oks.shape
         cost = np.where(oks[0], 0.0, 1e6)
         back = np.zeros((c, k), dtype=int)
-        by_frame: dict[int, list[tuple[int, int, float]]] = {}
-        for (bi, frm, to), val in (measured or {}).items():
-            by_frame.setdefault(bi, []).append((frm, to, val))
+        rows = np.arange(k)
         for i in range(1, c):
-            span = float(max(idx[i] - idx[i - 1], 1))
-            step = np.max(np.abs(qs[i][:, None, :] - qs[i - 1][None, :, :]), axis=2)  # (K, K')
-            edge = span * (step / span) ** power
-            for frm, to, val in by_frame.get(i, ()):
-                edge[to, frm] = val
-            total = cost[None, :] + edge
+            total = cost[None, :] + edges[i]
             back[i] = np.argmin(total, axis=1)
-            cost = total[np.arange(k), back[i]] + np.where(oks[i], 0.0, 1e6)
+            cost = total[rows, back[i]] + np.where(oks[i], 0.0, 1e6)
         path = np.zeros(c, dtype=int)
         path[-1] = int(np.argmin(cost))
         for i in range(c - 1, 0, -1):
@@ -459,11 +488,11 @@ def solve_track(model: BatchedKinematics, targets: ArrayLike,
         idx, qs, oks = tr.coarse(max(opts.stride, 1))
     # lazy least-motion path: fill the chosen path's edges, put their measured costs in
     # the graph, choose again, until the path chosen is filled throughout
-    measured: dict[tuple[int, int, int], float] = {}
+    costs = tr.edge_costs(qs, idx, opts.power)
     filled: dict[tuple[int, int, int], tuple[Array, Array, Array, Array]] = {}
     edges: list[tuple[int, int, int]] = []
     for _ in range(opts.path_rounds):
-        path = tr.ladder(qs, oks, idx, measured, opts.power)
+        path = tr.ladder(costs, oks)
         edges = [(i, int(path[i - 1]), int(path[i])) for i in range(1, len(idx))]
         new = [e for e in edges if e not in filled]
         if not new:
@@ -471,7 +500,7 @@ def solve_track(model: BatchedKinematics, targets: ArrayLike,
         segs = [(int(idx[i - 1]), int(idx[i]), qs[i - 1, a], qs[i, b]) for i, a, b in new]
         for e, res in zip(new, tr.fill_segments(segs), strict=True):
             filled[e] = res
-            measured[e] = tr.segment_cost(res[0], res[1])
+            costs[e[0]][e[2], e[1]] = tr.segment_cost(res[0], res[1])
     n, m = model.n, len(model.effectors)
     q, conv = np.zeros((f, n)), np.zeros(f, dtype=bool)
     pe, re = np.zeros((f, m)), np.zeros((f, m))
