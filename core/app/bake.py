@@ -30,6 +30,7 @@ from ..solver.kinematics import FrameTargets, Kinematics, Pole
 from ..solver.robust import RobustOptions, solve_trajectory
 from ..solver.settings import SolverSettings
 from .formats import AnimationColumns, ColumnFrames
+from .trajectory import TargetTable
 
 Progress = Callable[[int, int], None]
 Target = tuple[int, NDArray[np.float64]]
@@ -263,7 +264,7 @@ def simulate(
 
 def _solve_spec_frames(
     model: CompiledKinematics,
-    per_frame: list[list[NDArray[np.float64]]],
+    per_frame: Sequence[Sequence[NDArray[np.float64]]],
     settings: SolverSettings,
     warm_start: bool,
     progress: Progress | None,
@@ -375,11 +376,35 @@ def _frame_extras(
     return list(zip(values, rows, strict=True))
 
 
-def merge_tracks(tracks: Sequence[EffectorTrack]) -> tuple[list[int], list[list[Any]]]:
+class _OneTrack(Sequence[list[NDArray[np.float64]]]):
+    """Each frame's targets when one track's :class:`TargetTable` gives them all: a
+    one-item list built when asked for (no per-frame objects held for a long bake)."""
+
+    def __init__(self, matrices: NDArray[np.float64]) -> None:
+        self.matrices = matrices
+
+    def __len__(self) -> int:
+        return len(self.matrices)
+
+    @overload
+    def __getitem__(self, i: int) -> list[NDArray[np.float64]]: ...
+    @overload
+    def __getitem__(self, i: slice) -> list[list[NDArray[np.float64]]]: ...
+    def __getitem__(self, i: int | slice
+                    ) -> list[NDArray[np.float64]] | list[list[NDArray[np.float64]]]:
+        if isinstance(i, slice):
+            return [[m] for m in self.matrices[i]]
+        return [self.matrices[i]]
+
+
+def merge_tracks(tracks: Sequence[EffectorTrack]) -> tuple[list[int], Sequence[list[Any]]]:
     """Frame numbers (the union of the tracks') and each frame's targets, track order.
 
     A track holds its first target before its first frame and its last after its last.
     """
+    if len(tracks) == 1 and isinstance(tracks[0].targets, TargetTable):
+        table = tracks[0].targets  # frames 0 .. last, every one
+        return table.frame_numbers.tolist(), _OneTrack(table.matrices)
     numbers = sorted({frame for t in tracks for frame, _ in t.targets})
     per_track = []
     for t in tracks:

@@ -110,7 +110,7 @@ def _frame_number(value: Any, source: str, path: str) -> int:
     """A frame: an integer from 0 to MAX_FRAME (3.0 and true are not integers)."""
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral) or value < 0:
         fail(source, path, f"must be an integer >= 0, got {show(value)}")
-    if value > MAX_FRAME:
+    if int(value) > MAX_FRAME:
         fail(source, path, f"must be at most {MAX_FRAME} (Blender's last frame), got {value}")
     return int(value)
 
@@ -222,7 +222,8 @@ def _parse_joint(item: Any, source: str, path: str) -> JointDef:
     quaternion = None
     if joint_type == "fixed" and item.get("quaternion") is not None:
         quaternion = _quaternion(item["quaternion"], source, f"{path}.quaternion", normalise=True)
-    return JointDef(name, joint_type, offset, parent, axis, limits, quaternion)
+    return JointDef(name, joint_type, offset, parent, axis, limits,
+                    quaternion)  # type: ignore[arg-type]  # 4 numbers
 
 
 def _parents_first(joints: list[JointDef], root: int, source: str) -> tuple[JointDef, ...]:
@@ -312,10 +313,11 @@ def skeleton_to_dict(defn: SkeletonDef) -> dict:
         if j.type in ("revolute", "prismatic") and j.axis is not None:
             item["axis"] = [float(x) for x in j.axis]
         if j.type != "fixed" and j.limits is not None:
+            lim: Any = j.limits  # spherical: 3 ranges or None; else one range
             if j.type == "spherical":
-                item["limits"] = [None if r is None else [float(x) for x in r] for r in j.limits]
+                item["limits"] = [None if r is None else [float(x) for x in r] for r in lim]
             else:
-                item["limits"] = [float(j.limits[0]), float(j.limits[1])]
+                item["limits"] = [float(lim[0]), float(lim[1])]
         if j.type == "fixed" and j.quaternion is not None:
             item["quaternion"] = [float(x) for x in j.quaternion]
         joints.append(item)
@@ -362,7 +364,7 @@ def _targets_fast(data: Any) -> list[Keyframe] | None:
     if min(frames) < 0 or max(frames) > MAX_FRAME or len(set(frames)) != len(frames):
         return None
     pos, euler = numbers.tolist()
-    keys = [Keyframe(f, tuple(p), tuple(e))  # type: ignore[arg-type]
+    keys = [Keyframe(f, tuple(p), tuple(e))
             for f, p, e in zip(frames, pos, euler, strict=True)]
     return sorted(keys, key=lambda k: k.frame)
 

@@ -231,7 +231,7 @@ def check_outputs(outputs: Sequence[str | os.PathLike | None],
         check_writable(out)
 
 
-def atomic_write_text(path: str | os.PathLike, write: Callable[[TextIO], None]) -> None:
+def atomic_write_text(path: str | os.PathLike, write: Callable[[TextIO], object]) -> None:
     """Let ``write`` write UTF-8 text to ``path``, atomically.
 
     The text goes to a temporary file in the same folder, is fsync'ed and renamed over

@@ -558,7 +558,7 @@ class Engine:
         used = 0
         while used < restarts and not converged:
             used += 1
-            if tpose_next:
+            if tpose_next and rest is not None:
                 self.restore(rest)
                 self.canonical()  # (FK)
                 tpose_next = False
