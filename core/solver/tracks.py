@@ -75,6 +75,8 @@ class TrackOptions:
     reseed_every: int = 8  # coarse frames between random re-seeding of dead tracks
     lateral_sweeps: int = 3  # "grid": dead cells grown from live neighbours per frame
     both_ways: bool = True  # "grid": also track backward from the last frame
+    lateral_iterations: int = 12  # "grid": LM budget of a lateral start
+    lateral_wait: int = 3  # "grid": coarse frames a cell that failed to grow waits
     lateral_sources: int = 3  # "grid": live slots each dead one is tried from
     reseed_rows: int = 2  # random starts per dead track when re-seeding
     seed: int = 0
@@ -281,6 +283,7 @@ class _Track:
             frozen = None
         self.cells = (g, per, slot_col, cell_value)
         slots = len(cell_value)
+        self._wait = np.zeros(slots, dtype=int)  # lateral growth: not tried before this
         q = np.zeros((slots, model.n))
         ok = np.zeros(slots, dtype=bool)
         prev = np.zeros_like(q)
@@ -296,7 +299,7 @@ class _Track:
                 q[alive], ok[alive] = sol, good
             if frees:  # grow the alive cells into their dead neighbours
                 for _ in range(o.lateral_sweeps):
-                    if not self._lateral(f, q, ok, prev, frozen):
+                    if not self._lateral(f, i, q, ok, prev, frozen):
                         break
             dead = np.flatnonzero(~ok)
             if dead.size and i % o.reseed_every == 0:
@@ -328,14 +331,15 @@ class _Track:
                 grew = True
         return grew
 
-    def _lateral(self, f: int, q: Array, ok: NDArray[np.bool_], prev: Array,
+    def _lateral(self, f: int, i: int, q: Array, ok: NDArray[np.bool_], prev: Array,
                  frozen: NDArray[np.bool_] | None) -> bool:  # fmt: skip
         """Each dead slot started from the live slots (of any free column) whose value of
         its locked column is nearest its cell's value (within one and a half cells),
         that column moved onto the cell: the self-motion manifold grown along itself,
-        each grid filling in where another folds. True when any slot came alive."""
+        each grid filling in where another folds. A slot that
+        fails waits ``lateral_wait`` coarse frames. True when any slot came alive."""
         g, per, slot_col, cell_value = self.cells
-        dead = np.flatnonzero(~ok)
+        dead = np.flatnonzero(~ok & (self._wait <= i))
         live = np.flatnonzero(ok)
         if dead.size == 0 or live.size == 0:
             return False
@@ -351,43 +355,65 @@ class _Track:
         starts = q[src].copy()
         starts[np.arange(rows.size), slot_col[rows]] = cell_value[rows]
         fz = None if frozen is None else frozen[rows]
-        sol, good, _, _ = self.lm(np.full(rows.size, f), starts, None, 20, fz)
-        return self._assign(rows, sol, good, q, ok, prev, per)
+        budget = self.opts.lateral_iterations
+        sol, good, _, _ = self.lm(np.full(rows.size, f), starts, None, budget, fz)
+        grew = self._assign(rows, sol, good, q, ok, prev, per)
+        tried = np.unique(rows)
+        self._wait[tried[~ok[tried]]] = i + self.opts.lateral_wait
+        return grew
 
     # -- 2. least motion path ------------------------------------------------------------
     @staticmethod
-    def edge_costs(qs: Array, idx: Array, power: float) -> list[Array]:
+    def live_nodes(qs: Array, oks: Array) -> list[Array]:
+        """Per coarse frame the candidates kept in the graph: converged ones, one of each
+        group equal to 1e-4 (both passes and neighbouring cells often agree); every
+        candidate where none converged (the frame is then unreachable)."""
+        out = []
+        for q, ok in zip(qs, oks, strict=True):
+            live = np.flatnonzero(ok)
+            if live.size == 0:
+                out.append(np.arange(len(ok)))
+                continue
+            _, first = np.unique(np.round(q[live] * 1e4), axis=0, return_index=True)
+            out.append(live[np.sort(first)])
+        return out
+
+    @staticmethod
+    def edge_costs(qs: Array, idx: Array, nodes: list[Array], power: float) -> list[Array]:
         """Per transition into coarse frame i (i >= 1) the estimated cost of every edge
-        (K to, K from): ``L (d / L)^power`` from the ends' largest column distance ``d``
-        over its ``L`` frames, a lower bound of what filling the edge can measure
-        (entry 0 is unused)."""
+        between its ``nodes`` (to, from): ``L (d / L)^power`` from the ends' largest
+        column distance ``d`` over its ``L`` frames, a lower bound of what filling the
+        edge can measure (entry 0 is unused)."""
         out = [np.zeros((0, 0))]
         for i in range(1, len(idx)):
             span = float(max(idx[i] - idx[i - 1], 1))
-            step = np.zeros((qs.shape[1], qs.shape[1]))
+            a, b = qs[i][nodes[i]], qs[i - 1][nodes[i - 1]]
+            step = np.zeros((len(a), len(b)))
             for c in range(qs.shape[2]):
-                np.maximum(step, np.abs(qs[i][:, None, c] - qs[i - 1][None, :, c]), out=step)
+                np.maximum(step, np.abs(a[:, None, c] - b[None, :, c]), out=step)
             out.append(span * (step / span) ** power)
         return out
 
     @staticmethod
-    def ladder(edges: list[Array], oks: Array) -> Array:
+    def ladder(edges: list[Array], nodes: list[Array], oks: Array) -> Array:
         """Per coarse frame the chosen candidate (C,): the path of least summed edge
         cost (``edges`` from :meth:`edge_costs`, measured entries written over the
         estimates), unconverged nodes costing 1e6 each, by dynamic programming over the
         ladder graph."""
-        c, k = oks.shape
-        cost = np.where(oks[0], 0.0, 1e6)
-        back = np.zeros((c, k), dtype=int)
-        rows = np.arange(k)
+        c = len(nodes)
+        cost = np.where(oks[0][nodes[0]], 0.0, 1e6)
+        back: list[Array] = [np.zeros(0, dtype=int)]
         for i in range(1, c):
             total = cost[None, :] + edges[i]
-            back[i] = np.argmin(total, axis=1)
-            cost = total[rows, back[i]] + np.where(oks[i], 0.0, 1e6)
+            bi = np.argmin(total, axis=1)
+            back.append(bi)
+            cost = total[np.arange(len(bi)), bi] + np.where(oks[i][nodes[i]], 0.0, 1e6)
+        pos = int(np.argmin(cost))
         path = np.zeros(c, dtype=int)
-        path[-1] = int(np.argmin(cost))
-        for i in range(c - 1, 0, -1):
-            path[i - 1] = back[i, path[i]]
+        for i in range(c - 1, -1, -1):
+            path[i] = nodes[i][pos]
+            if i > 0:
+                pos = int(back[i][pos])
         return path
 
     # -- 3. fill -------------------------------------------------------------------------
@@ -488,11 +514,13 @@ def solve_track(model: BatchedKinematics, targets: ArrayLike,
         idx, qs, oks = tr.coarse(max(opts.stride, 1))
     # lazy least-motion path: fill the chosen path's edges, put their measured costs in
     # the graph, choose again, until the path chosen is filled throughout
-    costs = tr.edge_costs(qs, idx, opts.power)
+    nodes = tr.live_nodes(qs, oks)
+    where = [{int(k): j for j, k in enumerate(nd)} for nd in nodes]
+    costs = tr.edge_costs(qs, idx, nodes, opts.power)
     filled: dict[tuple[int, int, int], tuple[Array, Array, Array, Array]] = {}
     edges: list[tuple[int, int, int]] = []
     for _ in range(opts.path_rounds):
-        path = tr.ladder(costs, oks)
+        path = tr.ladder(costs, nodes, oks)
         edges = [(i, int(path[i - 1]), int(path[i])) for i in range(1, len(idx))]
         new = [e for e in edges if e not in filled]
         if not new:
@@ -500,7 +528,8 @@ def solve_track(model: BatchedKinematics, targets: ArrayLike,
         segs = [(int(idx[i - 1]), int(idx[i]), qs[i - 1, a], qs[i, b]) for i, a, b in new]
         for e, res in zip(new, tr.fill_segments(segs), strict=True):
             filled[e] = res
-            costs[e[0]][e[2], e[1]] = tr.segment_cost(res[0], res[1])
+            i, frm, to = e
+            costs[i][where[i][to], where[i - 1][frm]] = tr.segment_cost(res[0], res[1])
     n, m = model.n, len(model.effectors)
     q, conv = np.zeros((f, n)), np.zeros(f, dtype=bool)
     pe, re = np.zeros((f, m)), np.zeros((f, m))
