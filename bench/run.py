@@ -257,6 +257,25 @@ def run_blender_bake(scene: Scene, long: list[np.ndarray], block: int, python: s
     return out
 
 
+def run_end_to_end(frames: int, repeats: int) -> dict[str, Any]:
+    """``dhik bake`` of ``frames`` arm7 frames in fresh processes (bench/end_to_end.py):
+    mean, median and p99 seconds of start-up, imports, the bake, and the bake beyond
+    start-up."""
+    from end_to_end import stats, timed, write_inputs
+
+    py = sys.executable
+    with tempfile.TemporaryDirectory() as tmp:
+        skel, tpath = write_inputs(frames, Path(tmp))
+        out = Path(tmp) / "animation.json"
+        start = timed([py, "-c", "pass"], repeats)
+        imports = timed([py, "-c", "import dhik.app.cli"], repeats)
+        bake = timed([py, "-m", "dhik", "bake", str(skel), str(tpath), "-o", str(out)], repeats)
+    beyond = [b - statistics.fmean(start) for b in bake]
+    return {"frames": frames, "repeats": repeats, "rows": {
+        "interpreter start-up": stats(start), "imports": stats(imports),
+        "dhik bake": stats(bake), "dhik bake beyond start-up": stats(beyond)}}
+
+
 def random_trajectory_flips(scene: Scene, frames: int, seeds: tuple[int, ...]
                             ) -> list[dict[str, Any]]:  # fmt: skip
     """dhik robust (``robust.solve_trajectory``, tight tolerances) on random smooth
@@ -350,6 +369,13 @@ def markdown(result: dict[str, Any]) -> str:
                          f"{f['per_channel']} / {f['overall']} frames, ratio "
                          f"{f['max_ratio']:.1f} / {f['max_overall_ratio']:.1f}, "
                          f"{1e6 * f['wall_s'] / f['frames']:.0f} µs per frame")
+    e2e = result.get("end_to_end")
+    if e2e:
+        lines += ["", f"`dhik bake` end to end (bench/end_to_end.py: arm7, {e2e['frames']} "
+                  f"frames, a fresh process each of {e2e['repeats']} repeats; seconds, "
+                  "mean / median / p99):", ""]
+        for name, (mean, median, p99) in e2e["rows"].items():
+            lines.append(f"- {name}: {mean:.3f} / {median:.3f} / {p99:.3f}")
     bb = result.get("blender_bake")
     if bb:
         lines.append("")
@@ -448,8 +474,9 @@ def main(argv: list[str] | None = None) -> int:
         flips = random_trajectory_flips(arm, args.frames, FLIP_SEEDS)
     else:
         blender_bake, flips = None, None
+    end_to_end = run_end_to_end(5000, max(args.repeats, 5))
     result = {"rows": rows, "linearity": linearity, "versions": versions(),
-              "blender_bake": blender_bake, "flips": flips,
+              "blender_bake": blender_bake, "flips": flips, "end_to_end": end_to_end,
               "settings": {"poses": args.poses, "frames": args.frames,
                            "repeats": args.repeats, "seed_A": SEED_A, "seed_B": SEED_B,
                            "spec_tol": SPEC_TOL, "tight_tol": TIGHT_TOL},
