@@ -79,6 +79,8 @@ class TrackOptions:
     lateral_wait: int = 3  # "grid": coarse frames a cell that failed to grow waits
     lateral_sources: int = 3  # "grid": live slots each dead one is tried from
     reseed_rows: int = 2  # random starts per dead track when re-seeding
+    reseed_cap: int = 64  # random starts at most per re-seeding (after frame 0)
+    reseed_iterations: int = 25  # LM budget of a random start
     seed: int = 0
 
 
@@ -304,12 +306,15 @@ class _Track:
             dead = np.flatnonzero(~ok)
             if dead.size and i % o.reseed_every == 0:
                 reps = o.reseed_rows if i > 0 else o.restart_rows
+                if i > 0 and dead.size * reps > o.reseed_cap:  # a spread-out subset
+                    dead = dead[np.linspace(0, dead.size - 1, o.reseed_cap // reps).astype(int)]
                 rows = np.repeat(dead, reps)
                 starts = random_starts(model, rows.size, self.rng, self.problem.scale)
                 if frees:
                     starts[np.arange(rows.size), slot_col[rows]] = cell_value[rows]
                 fz = None if frozen is None else frozen[rows]
-                sol, good, _, _ = self.lm(np.full(rows.size, f), starts, None, 40, fz)
+                sol, good, _, _ = self.lm(np.full(rows.size, f), starts, None,
+                                          o.reseed_iterations, fz)
                 self._assign(rows, sol, good, q, ok, prev, per)
             qs.append(q.copy())
             oks.append(ok.copy())

@@ -189,3 +189,60 @@ def test_track_has_no_flips() -> None:
     steps = np.abs(np.diff(res.q, axis=0)).max(axis=1)
     true_step = np.abs(np.diff(truth, axis=0)).max()
     assert steps.max() < 2.0 * true_step, steps.max() / true_step
+
+
+HUMANOID_ARM = {  # clavicle fixed and rotated, limited spherical shoulder and wrist
+    "root_name": "Chest",
+    "joints": [
+        {"name": "Chest", "type": "fixed", "offset": [0, 0, 1.4], "parent": None},
+        {"name": "Clavicle", "type": "fixed", "offset": [0.0, 0.18, 0.02], "parent": "Chest",
+         "quaternion": [0.9962, 0.0, 0.0, 0.0872]},
+        {"name": "Shoulder", "type": "spherical", "offset": [0.0, 0.03, 0.0],
+         "parent": "Clavicle", "limits": [[-1.6, 1.6], [-1.3, 1.3], [-0.7, 1.6]]},
+        {"name": "Elbow", "type": "revolute", "offset": [0.0, 0.30, 0.0], "parent": "Shoulder",
+         "axis": [0, 0, 1], "limits": [-0.05, 2.6]},
+        {"name": "Wrist", "type": "spherical", "offset": [0.0, 0.26, 0.0], "parent": "Elbow",
+         "limits": [[-1.2, 1.2], [-0.5, 0.5], [-1.0, 1.0]]},
+        {"name": "Hand", "type": "fixed", "offset": [0.0, 0.08, 0.01], "parent": "Wrist"},
+    ],
+}
+SLIDERS = {  # a 7-DoF chain with two prismatic joints
+    "root_name": "Base",
+    "joints": [
+        {"name": "Base", "type": "fixed", "offset": [0, 0, 0], "parent": None},
+        {"name": "Turn", "type": "revolute", "offset": [0, 0, 0.2], "parent": "Base",
+         "axis": [0, 0, 1], "limits": [-3.0, 3.0]},
+        {"name": "Lift", "type": "prismatic", "offset": [0, 0, 0.3], "parent": "Turn",
+         "axis": [0, 0, 1], "limits": [0.0, 0.8]},
+        {"name": "Pitch", "type": "revolute", "offset": [0, 0, 0.1], "parent": "Lift",
+         "axis": [0, 1, 0], "limits": [-1.5, 1.5]},
+        {"name": "Reach", "type": "prismatic", "offset": [0.2, 0, 0], "parent": "Pitch",
+         "axis": [1, 0, 0], "limits": [0.0, 0.5]},
+        {"name": "Roll", "type": "revolute", "offset": [0.1, 0, 0], "parent": "Reach",
+         "axis": [1, 0, 0], "limits": [-3.0, 3.0]},
+        {"name": "Bend", "type": "revolute", "offset": [0.0, 0, 0], "parent": "Roll",
+         "axis": [0, 1, 0], "limits": [-2.0, 2.0]},
+        {"name": "Twist", "type": "revolute", "offset": [0.05, 0, 0], "parent": "Bend",
+         "axis": [0, 0, 1], "limits": [-2.9, 2.9]},
+        {"name": "Tool", "type": "fixed", "offset": [0.08, 0, 0], "parent": "Twist"},
+    ],
+}
+
+
+@pytest.mark.parametrize(("scene", "effector"), [(HUMANOID_ARM, "Hand"), (SLIDERS, "Tool")])
+def test_track_spherical_and_prismatic_chains(scene: dict, effector: str) -> None:
+    from dhik.app.formats import parse_skeleton
+
+    defn = parse_skeleton(scene)
+    model = BatchedModel(defn, [effector])
+    rng = np.random.default_rng(4)
+    mid, half = (model.lo + model.hi) / 2, (model.hi - model.lo) / 2
+    periods, phase = rng.uniform(1.0, 3.0, model.n), rng.uniform(0, 2 * math.pi, model.n)
+    t = np.arange(300)[:, None] / 300
+    truth = mid + 0.6 * half * np.sin(2 * math.pi * periods * t + phase)
+    targets = model.transforms(truth)
+    res = solve_track(model, targets)
+    assert res.converged.all()
+    check_answers(defn, model, res.q, targets, 1e-5, 1e-4)
+    steps = np.abs(np.diff(res.q, axis=0)).max(axis=1)
+    assert steps.max() < 2.0 * np.abs(np.diff(truth, axis=0)).max()
