@@ -33,6 +33,7 @@ from .formats import (
     parse_targets,
     save_skeleton,
 )
+from .jsonio import check_outputs
 
 
 class _Parser(argparse.ArgumentParser):
@@ -203,9 +204,10 @@ def cmd_import_urdf(args: argparse.Namespace) -> int:
     """Write the URDF's skeleton; mimic joints and locked joints are warned on stderr."""
     from .urdf import load_urdf  # here: the other commands need not import XML parsing
 
+    check_outputs([args.output], [args.urdf])  # never over the URDF, only where writable
     skeleton, warnings = load_urdf(args.urdf)
     for warning in warnings:
-        print(f"dhik: warning: {warning}", file=sys.stderr)
+        print(one_line(f"dhik: warning: {warning}"), file=sys.stderr)
     save_skeleton(skeleton, args.output)  # atomic: a temporary file, then a rename
     moving = sum(j.type != "fixed" for j in skeleton.joints)
     print(f"dhik import-urdf: {args.output}: {len(skeleton.joints)} joints ({moving} moving), "

@@ -440,3 +440,20 @@ def test_sigterm_during_the_write_leaves_nothing(tmp_path):
     assert done.returncode == 128 + signal.SIGTERM, done.stderr
     assert done.stdout == "" and done.stderr.strip() == "dhik: terminated"
     assert list(tmp_path.iterdir()) == []
+
+
+def test_import_urdf_never_writes_over_its_input(tmp_path, capsys):
+    """`dhik import-urdf robot.urdf -o robot.urdf` would have replaced the robot."""
+    urdf = tmp_path / "robot.urdf"
+    urdf.write_text('<robot name="r"><link name="base"/><link name="a"/>'
+                    '<joint name="j" type="revolute"><parent link="base"/><child link="a"/>'
+                    '<axis xyz="0 0 1"/><limit lower="-1" upper="1" effort="1" velocity="1"/>'
+                    "</joint></robot>")
+    before = urdf.read_bytes()
+    code, out, err = run(capsys, "import-urdf", urdf, "-o", tmp_path / "." / "robot.urdf")
+    assert_one_error(code, out, err, tmp_path, says="input")
+    assert urdf.read_bytes() == before
+    code, out, err = run(capsys, "import-urdf", urdf, "-o", tmp_path / "no" / "s.json")
+    assert_one_error(code, out, err, tmp_path, says="no folder")
+    code, out, err = run(capsys, "import-urdf", urdf, "-o", tmp_path / "s.json")
+    assert code == 0 and err == "" and (tmp_path / "s.json").exists()
