@@ -25,9 +25,6 @@ trajectory is solved as one problem (``solve_track``):
    switch hidden between two coarse frames shows in its fill and is avoided;
 4. frames whose step from the previous frame is still a jump (more than ``flip_factor``
    times the local mean step) are reported: no continuous path was found there.
-
-``coarse="tracks"`` keeps the first method tried (a few candidate tracks with adaptive
-steps, no grid), for comparison in bench/batched.py.
 """
 
 from __future__ import annotations
@@ -58,29 +55,27 @@ class TrackOptions:
 
     position_tolerance: float = 1e-5
     orientation_tolerance: float = 1e-4
-    stride: int = 16  # frames between coarse frames
-    candidates: int = 2  # tracks through the coarse frames
-    restart_rows: int = 16  # random starts when seeding or re-seeding tracks
-    posture: float = 0.02  # coarse tracking: pull toward mid-range (fraction per step)
-    iterations: int = 30  # LM budget per stage
-    flip_factor: float = 2.5  # a step this many times the local mean step is a jump
-    repair: bool = False  # re-track intervals with a jump or an unconverged frame
-    coarse: str = "grid"  # "grid": locked-column grid tracks; "tracks": adaptive candidates
+    stride: int = 16  # most frames between coarse frames
     coarse_motion: float = 0.3  # most target motion between coarse frames (see above)
-    power: float = 8.0  # path cost: sum of the largest column step to this power
-    path_rounds: int = 100  # lazy path search: rounds of filling the chosen edges
-    grid: int = 32  # "grid", redundant chains: values of the locked free column
-    free: tuple[int, ...] = ()  # "grid": the columns locked (empty: chosen)
-    free_count: int = 4  # "grid": how many columns are locked in turn when chosen
+    grid: int = 32  # redundant chains: values on the grid of each locked column
+    free: tuple[int, ...] = ()  # the columns locked in turn (empty: chosen)
+    free_count: int = 4  # how many columns are locked in turn when chosen
+    candidates: int = 1  # tracks per grid cell
+    branches: int = 4  # tracks of a chain without redundancy (no grid)
+    both_ways: bool = True  # also track backward from the last frame
+    iterations: int = 30  # LM budget of a tracking step or a fill level
+    restart_rows: int = 16  # random starts for frame 0's seeds
     reseed_every: int = 8  # coarse frames between random re-seeding of dead tracks
-    lateral_sweeps: int = 3  # "grid": dead cells grown from live neighbours per frame
-    both_ways: bool = True  # "grid": also track backward from the last frame
-    lateral_iterations: int = 12  # "grid": LM budget of a lateral start
-    lateral_wait: int = 3  # "grid": coarse frames a cell that failed to grow waits
-    lateral_sources: int = 3  # "grid": live slots each dead one is tried from
     reseed_rows: int = 2  # random starts per dead track when re-seeding
     reseed_cap: int = 64  # random starts at most per re-seeding (after frame 0)
     reseed_iterations: int = 25  # LM budget of a random start
+    lateral_sweeps: int = 3  # rounds of growing dead cells from live tracks per frame
+    lateral_sources: int = 3  # live tracks each dead cell is tried from
+    lateral_iterations: int = 12  # LM budget of a lateral start
+    lateral_wait: int = 3  # coarse frames a cell that failed to grow waits
+    power: float = 8.0  # path cost: sum of the largest column step to this power
+    path_rounds: int = 100  # lazy path search: rounds of filling the chosen edges
+    flip_factor: float = 2.5  # reported jump: a step this many times the local mean
     seed: int = 0
 
 
@@ -124,10 +119,6 @@ class _Track:
         return res.q, res.converged, res.position_error, res.orientation_error
 
     # -- 1'. the self-motion sampled: tracks with one joint locked on a grid -------------
-    def toward_mid(self, q: Array) -> Array:
-        return np.where(self.finite, q + self.opts.posture * (self.mid - q), q)  # type: ignore[no-any-return]
-
-    # -- 1. seeds and coarse tracks ------------------------------------------------------
     def seeds(self, frame: int, count: int, keep: Array | None = None) -> Array:
         """Up to ``count`` distinct converged solutions of ``frame`` from restarts (far
         from ``keep``'s rows first); may be fewer (none when none converged)."""
@@ -155,55 +146,6 @@ class _Track:
         half = np.where(self.finite, 0.5 * (np.where(self.finite, self.model.hi, 1.0)
                                             - np.where(self.finite, self.model.lo, -1.0)), np.inf)
         return np.min(1.0 - np.abs(q - self.mid) / half, axis=1)  # type: ignore[no-any-return]
-
-    def coarse(self, stride: int) -> tuple[Array, Array, Array]:
-        """Tracks through coarse frames, adaptively spaced: every ``stride`` frames, and
-        half as far where a track's solution leaves its prediction by more than a jump
-        (branch switches hide inside long strides). Returns the frames visited (C,),
-        coordinates (C, K, n) and converged (C, K)."""
-        k, last = self.opts.candidates, self.frames - 1
-        first = self.seeds(0, k)
-        if len(first) == 0:
-            start = cold_start(self.model)[None]
-            q, ok, _, _ = self.lm(np.array([0]), start, None, 100)
-            first, ok0 = q, ok
-        else:
-            ok0 = np.ones(len(first), dtype=bool)
-        reps = -(-k // len(first))
-        frames = [0]
-        qs, oks = [np.repeat(first, reps, axis=0)[:k]], [np.repeat(ok0, reps)[:k]]
-        h = stride
-        while frames[-1] < last:
-            cur = frames[-1]
-            nxt = min(cur + h, last)
-            prev = qs[-1]
-            pred = prev
-            if len(frames) > 1:
-                back = cur - frames[-2]
-                pred = np.clip(prev + (nxt - cur) / back * (prev - qs[-2]), self.model.lo,
-                               self.model.hi)
-            rows = np.full(k, nxt)
-            # start from the extrapolation, pulled toward the previous solution moved a
-            # little toward mid-range: least joint motion, no momentum in the null space
-            ref = self.toward_mid(prev)
-            q, ok, _, _ = self.lm(rows, pred, ref)
-            cs = self.problem.col_scale
-            dev = np.max(np.abs(q - pred) / cs, axis=1)
-            moved = np.max(np.abs(pred - prev) / cs, axis=1)
-            jumped = ok & (dev > 0.1 + 2.0 * moved)
-            if (jumped.any() or not ok.all()) and nxt - cur > 1:
-                h = max((nxt - cur) // 2, 1)
-                continue
-            if not ok.all():
-                dead = np.flatnonzero(~ok)
-                fresh = self.seeds(nxt, len(dead), q[ok] if ok.any() else None)
-                for d, sol in zip(dead, fresh, strict=False):
-                    q[d], ok[d] = sol, True
-            frames.append(nxt)
-            qs.append(q)
-            oks.append(ok)
-            h = min(2 * (nxt - cur), stride)
-        return np.array(frames), np.array(qs), np.array(oks)
 
     def coarse_frames(self, stride: int) -> Array:
         """Coarse frames: at most ``stride`` apart, closer where the targets move fast
@@ -266,7 +208,7 @@ class _Track:
         Dead tracks grow back from live neighbouring cells, and from random restarts
         now and then. Returns coordinates (C, N, n) and converged (C, N)."""
         o, model = self.opts, self.model
-        per = o.candidates
+        per = o.candidates if frees else o.branches
         if frees:
             g = o.grid
             vals, cols = [], []
@@ -513,10 +455,7 @@ def solve_track(model: BatchedKinematics, targets: ArrayLike,
         m = len(model.effectors)
         return TrackResult(np.zeros((0, model.n)), np.zeros(0, dtype=bool),
                            np.zeros((0, m)), np.zeros((0, m)))
-    if opts.coarse == "grid":
-        idx, qs, oks = tr.grid_tracks(max(opts.stride, 1))
-    else:
-        idx, qs, oks = tr.coarse(max(opts.stride, 1))
+    idx, qs, oks = tr.grid_tracks(max(opts.stride, 1))
     # lazy least-motion path: fill the chosen path's edges, put their measured costs in
     # the graph, choose again, until the path chosen is filled throughout
     nodes = tr.live_nodes(qs, oks)
@@ -552,10 +491,7 @@ def solve_track(model: BatchedKinematics, targets: ArrayLike,
     cidx = idx
     res = levenberg_marquardt(model, tr.problem, q[cidx], 0, rows=cidx)
     conv[cidx], pe[cidx], re[cidx] = res.converged, res.position_error, res.orientation_error
-    if opts.repair:
-        q, conv, pe, re, jumps = _repair(tr, idx, q, conv, pe, re)
-    else:
-        jumps = [int(j) for j in _jump_frames(q, idx, opts.flip_factor)]
+    jumps = [int(j) for j in _jump_frames(q, idx, opts.flip_factor)]
     return TrackResult(q, conv, pe, re, jumps)
 
 
@@ -571,26 +507,3 @@ def _jump_frames(q: Array, idx: Array, factor: float) -> Array:
                      for s in range(len(idx) - 1)] or [0.0])
     local = np.maximum.reduce([mean[np.clip(seg + d, 0, len(mean) - 1)] for d in (-1, 0, 1)])
     return np.flatnonzero(steps > factor * local + 1e-6) + 1  # type: ignore[no-any-return]
-
-
-def _repair(tr: _Track, idx: Array, q: Array, conv: Array, pe: Array, re: Array
-            ) -> tuple[Array, Array, Array, Array, list[int]]:  # fmt: skip
-    """Re-track the coarse intervals holding a jump or an unconverged frame frame by
-    frame, forward from their start (sequential; rare)."""
-    bad = set(int(j) for j in _jump_frames(q, idx, tr.opts.flip_factor))
-    bad |= set(int(j) for j in np.flatnonzero(~conv))
-    segs = sorted({int(np.searchsorted(idx, j, side="right")) - 1 for j in bad})
-    for s in segs:
-        a = int(idx[max(s, 0)])
-        b = int(idx[min(s + 1, len(idx) - 1)])
-        cur = q[a][None]
-        prev = None
-        for j in range(a + 1, b + 1):
-            pred = cur if prev is None else np.clip(2 * cur - prev, tr.model.lo, tr.model.hi)
-            sol, ok, p, r = tr.lm(np.array([j]), pred, pred, 50)
-            if not ok[0] and conv[j]:
-                break  # keep what the fill found
-            prev, cur = cur, sol
-            q[j], conv[j], pe[j], re[j] = sol[0], ok[0], p[0], r[0]
-    jumps = [int(j) for j in _jump_frames(q, idx, tr.opts.flip_factor)]
-    return q, conv, pe, re, jumps

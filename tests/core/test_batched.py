@@ -8,6 +8,7 @@ Frames: world; metres, radians.
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -19,7 +20,7 @@ from dhik.model.skeleton import Skeleton
 from dhik.rotations import matrix_to_rotvec
 from dhik.solver.batched import BatchOptions, rotvec, solve_many
 from dhik.solver.joints import PrismaticJoint, RevoluteJoint
-from dhik.solver.tracks import solve_track
+from dhik.solver.tracks import TrackResult, solve_track
 from scipy.spatial.transform import Rotation
 
 ARM7 = "sample_scenes/arm7/skeleton.json"
@@ -173,9 +174,15 @@ def arm7_path(frames: int, seed: int) -> tuple[BatchedModel, np.ndarray, np.ndar
     return model, truth, model.transforms(truth)
 
 
-def test_track_converges_within_limits_and_is_deterministic() -> None:
+@functools.cache
+def arm7_track() -> tuple[BatchedModel, np.ndarray, np.ndarray, TrackResult]:
+    """One 200-frame arm7 path (seed 11) and its track, shared by the tests below."""
     model, truth, targets = arm7_path(200, 11)
-    res = solve_track(model, targets)
+    return model, truth, targets, solve_track(model, targets)
+
+
+def test_track_converges_within_limits_and_is_deterministic() -> None:
+    model, truth, targets, res = arm7_track()
     assert res.converged.all()
     check_answers(load_skeleton(ARM7), model, res.q, targets, 1e-5, 1e-4)
     again = solve_track(model, targets)
@@ -183,8 +190,7 @@ def test_track_converges_within_limits_and_is_deterministic() -> None:
 
 
 def test_track_has_no_flips() -> None:
-    model, truth, targets = arm7_path(200, 11)
-    res = solve_track(model, targets)
+    model, truth, targets, res = arm7_track()
     # the steps are those of a continuous path: none beyond twice the true path's largest
     steps = np.abs(np.diff(res.q, axis=0)).max(axis=1)
     true_step = np.abs(np.diff(truth, axis=0)).max()
@@ -236,6 +242,29 @@ def test_track_spherical_and_prismatic_chains(scene: dict, effector: str) -> Non
     defn = parse_skeleton(scene)
     model = BatchedModel(defn, [effector])
     rng = np.random.default_rng(4)
+    mid, half = (model.lo + model.hi) / 2, (model.hi - model.lo) / 2
+    periods, phase = rng.uniform(1.0, 3.0, model.n), rng.uniform(0, 2 * math.pi, model.n)
+    t = np.arange(300)[:, None] / 300
+    truth = mid + 0.6 * half * np.sin(2 * math.pi * periods * t + phase)
+    targets = model.transforms(truth)
+    res = solve_track(model, targets)
+    assert res.converged.all()
+    check_answers(defn, model, res.q, targets, 1e-5, 1e-4)
+    steps = np.abs(np.diff(res.q, axis=0)).max(axis=1)
+    assert steps.max() < 2.0 * np.abs(np.diff(truth, axis=0)).max()
+
+
+def test_track_without_redundancy() -> None:
+    """arm7 with J3 fixed: six columns for six error rows, branches instead of a grid."""
+    import dataclasses
+
+    arm = load_skeleton(ARM7)
+    joints = tuple(dataclasses.replace(j, type="fixed", axis=None, limits=None)
+                   if j.name == "J3" else j for j in arm.joints)
+    defn = dataclasses.replace(arm, joints=joints)
+    model = BatchedModel(defn, ["Tool"])
+    assert model.n == 6
+    rng = np.random.default_rng(8)
     mid, half = (model.lo + model.hi) / 2, (model.hi - model.lo) / 2
     periods, phase = rng.uniform(1.0, 3.0, model.n), rng.uniform(0, 2 * math.pi, model.n)
     t = np.arange(300)[:, None] / 300
