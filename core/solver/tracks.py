@@ -62,16 +62,18 @@ class TrackOptions:
     free_count: int = 4  # how many columns are locked in turn when chosen
     candidates: int = 1  # tracks per grid cell
     branches: int = 4  # tracks of a chain without redundancy (no grid)
-    both_ways: bool = True  # also track backward from the last frame
-    iterations: int = 30  # LM budget of a tracking step or a fill level
-    restart_rows: int = 16  # random starts for frame 0's seeds
+    both_ways: bool = True  # also track each segment backward from its last frame
+    lanes: int = 4  # segments of the coarse frames tracked side by side
+    lane_frames: int = 24  # fewest coarse frames per segment
+    iterations: int = 15  # LM budget of a tracking step or a fill level
+    restart_rows: int = 4  # random starts per dead track at a lane's first frame
     reseed_every: int = 8  # coarse frames between random re-seeding of dead tracks
     reseed_rows: int = 2  # random starts per dead track when re-seeding
     reseed_cap: int = 64  # random starts at most per re-seeding (after frame 0)
-    reseed_iterations: int = 25  # LM budget of a random start
-    lateral_sweeps: int = 3  # rounds of growing dead cells from live tracks per frame
+    reseed_iterations: int = 20  # LM budget of a random start
+    lateral_sweeps: int = 2  # rounds of growing dead cells from live tracks per frame
     lateral_sources: int = 3  # live tracks each dead cell is tried from
-    lateral_iterations: int = 12  # LM budget of a lateral start
+    lateral_iterations: int = 8  # LM budget of a lateral start
     lateral_wait: int = 3  # coarse frames a cell that failed to grow waits
     power: float = 8.0  # path cost: sum of the largest column step to this power
     path_rounds: int = 100  # lazy path search: rounds of filling the chosen edges
@@ -122,7 +124,7 @@ class _Track:
     def seeds(self, frame: int, count: int, keep: Array | None = None) -> Array:
         """Up to ``count`` distinct converged solutions of ``frame`` from restarts (far
         from ``keep``'s rows first); may be fewer (none when none converged)."""
-        starts = random_starts(self.model, self.opts.restart_rows, self.rng, self.problem.scale)
+        starts = random_starts(self.model, 16, self.rng, self.problem.scale)
         if keep is None:
             starts = np.vstack([cold_start(self.model)[None], starts])
         rows = np.full(len(starts), frame)
@@ -185,28 +187,37 @@ class _Track:
         return order[:count]
 
     def grid_tracks(self, stride: int) -> tuple[Array, Array, Array]:
-        """:meth:`grid_pass` forward and, with ``options.both_ways``, backward from the
-        last frame (parts of the self-motion that only become reachable later are
-        followed back in time); both passes' tracks are candidates of every coarse
-        frame."""
+        """Grid tracks through the coarse frames in lanes run side by side (one batch):
+        the coarse frames are cut into up to ``lanes`` segments, each tracked forward
+        from its first frame and, with ``both_ways``, backward from its last (parts of
+        the self-motion that become reachable only later are followed back in time).
+        Every lane's tracks are candidates of the frames it passes. Returns the coarse
+        frames (C,), coordinates (C, N, n) and converged (C, N)."""
+        o = self.opts
         frames = self.coarse_frames(stride)
         probe = self.seeds(0, 4)
-        frees = list(self.opts.free) if self.opts.free else self.free_columns(
-            probe, self.opts.free_count)
-        qs, oks = self.grid_pass(frames, frees)
-        if self.opts.both_ways and len(frames) > 1:
-            qb, okb = self.grid_pass(frames[::-1], frees)
-            qs = np.concatenate([qs, qb[::-1]], axis=1)
-            oks = np.concatenate([oks, okb[::-1]], axis=1)
+        frees = list(o.free) if o.free else self.free_columns(probe, o.free_count)
+        c = len(frames)
+        parts = max(1, min(o.lanes, (c - 1) // max(o.lane_frames, 1)))
+        bounds = np.linspace(0, c - 1, parts + 1).round().astype(int)
+        lanes: list[Array] = []
+        for p in range(parts):
+            seg = np.arange(bounds[p], bounds[p + 1] + 1)
+            lanes.append(seg)
+            if o.both_ways and len(seg) > 1:
+                lanes.append(seg[::-1])
+        qs, oks = self.grid_pass(frames, lanes, frees)
         return frames, qs, oks
 
-    def grid_pass(self, frames: Array, frees: list[int]) -> tuple[Array, Array]:
-        """Coarse tracks through ``frames`` in that order. On a redundant chain: for each
-        free column in ``frees``, one track per value of a grid over its range (that
-        column locked, the others solving the rest) and per branch found, so that the
-        self-motion is sampled where any one column folds; otherwise one per branch.
-        Dead tracks grow back from live neighbouring cells, and from random restarts
-        now and then. Returns coordinates (C, N, n) and converged (C, N)."""
+    def grid_pass(self, frames: Array, lanes: list[Array], frees: list[int]
+                  ) -> tuple[Array, Array]:  # fmt: skip
+        """Coarse tracks along each lane (coarse indices into ``frames``, in order), all
+        lanes advancing together. On a redundant chain: for each free column in
+        ``frees``, one track per value of a grid over its range (that column locked, the
+        others solving the rest) and per branch, so that the self-motion is sampled where
+        any one column folds; otherwise ``branches`` tracks. Dead tracks grow back from
+        live ones of their lane and from random restarts now and then. Returns
+        coordinates (C, N, n) and converged (C, N) (False where a lane does not pass)."""
         o, model = self.opts, self.model
         per = o.candidates if frees else o.branches
         if frees:
@@ -216,51 +227,75 @@ class _Track:
                 lo, hi = model.lo[c], model.hi[c]
                 vals.append(lo + (np.arange(g) + 0.5) / g * (hi - lo))
                 cols.append(np.full(g, c))
-            cell_value = np.repeat(np.concatenate(vals), per)
-            slot_col = np.repeat(np.concatenate(cols), per)
-            frozen = np.zeros((len(slot_col), model.n), dtype=bool)
-            frozen[np.arange(len(slot_col)), slot_col] = True
+            value0 = np.repeat(np.concatenate(vals), per)
+            col0 = np.repeat(np.concatenate(cols), per)
         else:
             g = 1
-            cell_value = np.zeros(per)
-            slot_col = np.full(per, -1)
-            frozen = None
-        self.cells = (g, per, slot_col, cell_value)
+            value0 = np.zeros(per)
+            col0 = np.full(per, -1)
+        width = len(value0)  # slots per lane
+        nl = len(lanes)
+        cell_value, slot_col = np.tile(value0, nl), np.tile(col0, nl)
+        lane_of = np.repeat(np.arange(nl), width)
+        frozen = None
+        if frees:
+            frozen = np.zeros((len(slot_col), model.n), dtype=bool)
+            frozen[np.arange(len(slot_col)), slot_col] = True
+        self.cells = (g, per, slot_col, cell_value, lane_of)
         slots = len(cell_value)
         self._wait = np.zeros(slots, dtype=int)  # lateral growth: not tried before this
         q = np.zeros((slots, model.n))
         ok = np.zeros(slots, dtype=bool)
         prev = np.zeros_like(q)
-        qs, oks = [], []
-        for i, f in enumerate(frames):
-            if i > 0 and ok.any():
-                alive = np.flatnonzero(ok)
-                back = q[alive] - prev[alive] if i > 1 else 0.0
-                pred = np.clip(q[alive] + back, model.lo, model.hi)
-                fz = None if frozen is None else frozen[alive]
-                sol, good, _, _ = self.lm(np.full(alive.size, f), pred, q[alive], None, fz)
-                prev[alive] = q[alive]
-                q[alive], ok[alive] = sol, good
+        qs = np.zeros((len(frames), slots, model.n))
+        oks = np.zeros((len(frames), slots), dtype=bool)
+        lengths = np.array([len(lane) for lane in lanes])
+        for i in range(int(lengths.max())):
+            running = i < lengths
+            at = np.array([lane[min(i, len(lane) - 1)] for lane in lanes])  # coarse index
+            slot_frame = frames[at][lane_of]
+            active = running[lane_of]
+            if i > 0:
+                alive = np.flatnonzero(ok & active)
+                if alive.size:
+                    back = q[alive] - prev[alive] if i > 1 else 0.0
+                    pred = np.clip(q[alive] + back, model.lo, model.hi)
+                    fz = None if frozen is None else frozen[alive]
+                    sol, good, _, _ = self.lm(slot_frame[alive], pred, q[alive], None, fz)
+                    prev[alive] = q[alive]
+                    q[alive], ok[alive] = sol, good
             if frees:  # grow the alive cells into their dead neighbours
                 for _ in range(o.lateral_sweeps):
-                    if not self._lateral(f, i, q, ok, prev, frozen):
+                    if not self._lateral(slot_frame, active, i, q, ok, prev, frozen):
                         break
-            dead = np.flatnonzero(~ok)
-            if dead.size and i % o.reseed_every == 0:
-                reps = o.reseed_rows if i > 0 else o.restart_rows
-                if i > 0 and dead.size * reps > o.reseed_cap:  # a spread-out subset
-                    dead = dead[np.linspace(0, dead.size - 1, o.reseed_cap // reps).astype(int)]
-                rows = np.repeat(dead, reps)
-                starts = random_starts(model, rows.size, self.rng, self.problem.scale)
-                if frees:
-                    starts[np.arange(rows.size), slot_col[rows]] = cell_value[rows]
-                fz = None if frozen is None else frozen[rows]
-                sol, good, _, _ = self.lm(np.full(rows.size, f), starts, None,
-                                          o.reseed_iterations, fz)
-                self._assign(rows, sol, good, q, ok, prev, per)
-            qs.append(q.copy())
-            oks.append(ok.copy())
-        return np.array(qs), np.array(oks)
+            if i % o.reseed_every == 0:
+                self._reseed(i, slot_frame, active, q, ok, prev, frozen)
+            for lane_i, lane in enumerate(lanes):
+                if i < len(lane):
+                    mine = slice(lane_i * width, (lane_i + 1) * width)
+                    qs[lane[i], mine], oks[lane[i], mine] = q[mine], ok[mine]
+        return qs, oks
+
+    def _reseed(self, i: int, slot_frame: Array, active: NDArray[np.bool_], q: Array,
+                ok: NDArray[np.bool_], prev: Array, frozen: NDArray[np.bool_] | None
+                ) -> None:  # fmt: skip
+        """Random restarts for (a spread-out subset of) the dead active slots."""
+        o = self.opts
+        _, per, slot_col, cell_value, _ = self.cells
+        dead = np.flatnonzero(~ok & active)
+        if dead.size == 0:
+            return
+        reps = o.reseed_rows if i > 0 else o.restart_rows
+        cap = o.reseed_cap * (1 + int(np.max(self.cells[4])))  # per lane
+        if dead.size * reps > cap:
+            dead = dead[np.linspace(0, dead.size - 1, cap // reps).astype(int)]
+        rows = np.repeat(dead, reps)
+        starts = random_starts(self.model, rows.size, self.rng, self.problem.scale)
+        if frozen is not None:
+            starts[np.arange(rows.size), slot_col[rows]] = cell_value[rows]
+        fz = None if frozen is None else frozen[rows]
+        sol, good, _, _ = self.lm(slot_frame[rows], starts, None, o.reseed_iterations, fz)
+        self._assign(rows, sol, good, q, ok, prev, per)
 
     @staticmethod
     def _assign(rows: Array, sol: Array, good: NDArray[np.bool_], q: Array,
@@ -278,21 +313,23 @@ class _Track:
                 grew = True
         return grew
 
-    def _lateral(self, f: int, i: int, q: Array, ok: NDArray[np.bool_], prev: Array,
-                 frozen: NDArray[np.bool_] | None) -> bool:  # fmt: skip
-        """Each dead slot started from the live slots (of any free column) whose value of
-        its locked column is nearest its cell's value (within one and a half cells),
-        that column moved onto the cell: the self-motion manifold grown along itself,
-        each grid filling in where another folds. A slot that
-        fails waits ``lateral_wait`` coarse frames. True when any slot came alive."""
-        g, per, slot_col, cell_value = self.cells
-        dead = np.flatnonzero(~ok & (self._wait <= i))
-        live = np.flatnonzero(ok)
+    def _lateral(self, slot_frame: Array, active: NDArray[np.bool_], i: int, q: Array,
+                 ok: NDArray[np.bool_], prev: Array, frozen: NDArray[np.bool_] | None
+                 ) -> bool:  # fmt: skip
+        """Each dead slot started from the live slots of its lane (of any free column)
+        whose value of its locked column is nearest its cell's value (within one and a
+        half cells), that column moved onto the cell: the self-motion manifold grown
+        along itself, each grid filling in where another folds. A slot that fails waits
+        ``lateral_wait`` coarse frames. True when any slot came alive."""
+        g, per, slot_col, cell_value, lane_of = self.cells
+        dead = np.flatnonzero(~ok & active & (self._wait <= i))
+        live = np.flatnonzero(ok & active)
         if dead.size == 0 or live.size == 0:
             return False
         lo, hi = self.model.lo[slot_col[dead]], self.model.hi[slot_col[dead]]
         width = (hi - lo) / g
         gap = np.abs(q[live][:, slot_col[dead]].T - cell_value[dead][:, None])  # (D, L)
+        gap[lane_of[dead][:, None] != lane_of[live][None, :]] = np.inf
         take = np.argsort(gap, axis=1, kind="stable")[:, : self.opts.lateral_sources]
         near = np.take_along_axis(gap, take, axis=1) <= 1.5 * width[:, None]
         rows = np.repeat(dead, take.shape[1])[near.ravel()]
@@ -303,7 +340,7 @@ class _Track:
         starts[np.arange(rows.size), slot_col[rows]] = cell_value[rows]
         fz = None if frozen is None else frozen[rows]
         budget = self.opts.lateral_iterations
-        sol, good, _, _ = self.lm(np.full(rows.size, f), starts, None, budget, fz)
+        sol, good, _, _ = self.lm(slot_frame[rows], starts, None, budget, fz)
         grew = self._assign(rows, sol, good, q, ok, prev, per)
         tried = np.unique(rows)
         self._wait[tried[~ok[tried]]] = i + self.opts.lateral_wait
