@@ -96,6 +96,20 @@ class RecordTable(Sequence[FrameRecord]):
             {name: {"position_error": pe, "orientation_error": oe}
              for name, (pe, oe) in zip(self.effectors, per, strict=True)})
 
+    def as_json(self) -> list[dict[str, Any]]:
+        """Every record as ``dataclasses.asdict`` of its FrameRecord gives it (same keys,
+        order and values), straight from the arrays."""
+        names = self.effectors
+        return [
+            {"frame": f, "converged": c, "iterations": it, "position_error": pe,
+             "orientation_error": oe,
+             "effector_errors": {n: {"position_error": a, "orientation_error": b}
+                                 for n, (a, b) in zip(names, per, strict=True)}}
+            for f, c, it, (pe, oe), per in zip(
+                self.frame_numbers.tolist(), self.converged.tolist(),
+                self.iterations.tolist(), self.errors.tolist(), self.per_effector.tolist(),
+                strict=True)]
+
     @overload
     def __getitem__(self, i: int) -> FrameRecord: ...
     @overload
@@ -140,7 +154,8 @@ class BakeResult:
             "frames": len(self.records),
             "converged": self.converged_count,
             "wall_time_s": self.wall_time,
-            "records": [asdict(r) for r in self.records],
+            "records": (self.records.as_json() if isinstance(self.records, RecordTable)
+                        else [asdict(r) for r in self.records]),
         }
 
 
