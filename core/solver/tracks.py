@@ -63,7 +63,7 @@ class TrackOptions:
     candidates: int = 1  # tracks per grid cell
     branches: int = 4  # tracks of a chain without redundancy (no grid)
     both_ways: bool = True  # also track each segment backward from its last frame
-    lanes: int = 4  # segments of the coarse frames tracked side by side
+    lanes: int = 8  # segments of the coarse frames tracked side by side
     lane_frames: int = 24  # fewest coarse frames per segment
     iterations: int = 15  # LM budget of a tracking step or a fill level
     restart_rows: int = 4  # random starts per dead track at a lane's first frame
