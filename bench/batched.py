@@ -153,6 +153,8 @@ def table(rows: list[dict[str, Any]]) -> str:
     for r in rows:
         j = r.get("jumps")
         flips = "—" if j is None else f"{j['overall']} / {j['per_channel']}"
+        if r.get("reported_jumps") is not None:
+            flips += f" (reported: {r['reported_jumps']})"
         ratio = "—" if j is None else f"{j['max_overall_ratio']:.1f}"
         lines.append(f"| {r['scene']} | {r['engine']} | {r['workload']} | {r['n']} | "
                      f"{100 * r['tight']:.1f}% | {r['mean']:.0f} | "

@@ -265,13 +265,15 @@ def spd_solve(a: Array, b: Array) -> Array:
 def levenberg_marquardt(model: BatchedKinematics, problem: Problem, q0: Array,
                         budget: int, rows: Array | None = None, pull: Array | None = None,
                         pull_gain: float = 1.0, polish: bool = False,
-                        frozen: NDArray[np.bool_] | None = None) -> BatchResult:  # fmt: skip
+                        frozen: NDArray[np.bool_] | None = None,
+                        first_wins: bool = False) -> BatchResult:  # fmt: skip
     """Run the batched LM from ``q0`` (k, n) for problems ``rows`` (default all, in
     order), at most ``budget`` iterations per row. ``pull`` (k, n): a reference the
     step is damped toward (its null-space part survives), ``pull_gain`` of the way.
     ``polish``: converged rows keep iterating (toward ``pull``) for the whole budget,
     a step kept when it stays converged or lowers the error. ``frozen`` (n,) for all
-    rows or (k, n) per row: columns that keep their starting values."""
+    rows or (k, n) per row: columns that keep their starting values. ``first_wins``:
+    rows of the same problem (``rows``) stop once one of them has converged."""
     opts = problem.options
     lo, hi = model.lo, model.hi
     q = np.ascontiguousarray(np.clip(np.asarray(q0, dtype=float), lo, hi).T)  # (n, k)
@@ -334,6 +336,8 @@ def levenberg_marquardt(model: BatchedKinematics, problem: Problem, q0: Array,
             dead[act] |= energy[act] > opts.stall_ratio * hist[slot, act]
         hist[slot, act] = energy[act]
         dead |= mult > 1e8
+        if first_wins and conv[acc].any():
+            dead |= np.isin(idx, idx[acc[conv[acc]]])
         dead &= ~conv
     return BatchResult(np.ascontiguousarray(q.T), conv, iters, np.ascontiguousarray(pe.T),
                        np.ascontiguousarray(re.T))
@@ -395,7 +399,8 @@ def solve_many(model: BatchedKinematics, targets: ArrayLike,
             break
         rows = np.repeat(todo, opts.restart_rows)
         starts = random_starts(model, rows.size, rng, problem.scale)
-        sub = levenberg_marquardt(model, problem, starts, opts.restart_iterations, rows=rows)
+        sub = levenberg_marquardt(model, problem, starts, opts.restart_iterations, rows=rows,
+                                  first_wins=True)
         bad = _badness(problem, sub.position_error, sub.orientation_error)
         bad = np.where(sub.converged, -1.0, bad)
         for j in np.argsort(bad, kind="stable")[::-1]:  # best last: it wins the write
