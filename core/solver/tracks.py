@@ -110,7 +110,12 @@ class _Track:
         finite = np.isfinite(lo) & np.isfinite(hi)
         self.mid = 0.5 * (np.where(finite, lo, 0.0) + np.where(finite, hi, 0.0))
         self.finite = finite
-        self.turn = model.kinds == REVOLUTE
+        # the range a locked column is gridded over: its limits, or a turn for a hinge
+        # without limits (sliders without limits are never locked)
+        turn = model.kinds == REVOLUTE
+        self.grid_lo = np.where(finite, np.where(finite, lo, 0.0), np.where(turn, -np.pi, 0.0))
+        self.grid_hi = np.where(finite, np.where(finite, hi, 0.0), np.where(turn, np.pi, 0.0))
+        self.grid_ok = finite | turn
 
     def lm(self, rows: Array, start: Array, pull: Array | None, budget: int | None = None,
            frozen: NDArray[np.bool_] | None = None
@@ -170,7 +175,8 @@ class _Track:
         """Up to ``count`` columns to lock on a redundant chain (more columns than counted
         error rows), judged at the solutions ``sols`` (k, n): those whose removal leaves
         the best conditioned rest (largest smallest singular value, median over the
-        samples). Empty for a chain without redundancy. Finite ranges only."""
+        samples). Empty for a chain without redundancy. Sliders without limits are
+        never locked."""
         rows = int(3 * self.problem.count_p.sum() + 3 * self.problem.count_r.sum())
         if self.model.n <= rows or len(sols) == 0:
             return []
@@ -182,7 +188,7 @@ class _Track:
             rest = np.delete(jw, c, axis=1)
             score[c] = float(np.median([np.linalg.svd(rest[:, :, j], compute_uv=False)[-1]
                                         for j in range(jw.shape[-1])]))
-        score[~self.finite] = -1.0
+        score[~self.grid_ok] = -1.0
         order = [int(c) for c in np.argsort(-score, kind="stable") if score[c] > 0]
         return order[:count]
 
@@ -224,7 +230,7 @@ class _Track:
             g = o.grid
             vals, cols = [], []
             for c in frees:
-                lo, hi = model.lo[c], model.hi[c]
+                lo, hi = self.grid_lo[c], self.grid_hi[c]
                 vals.append(lo + (np.arange(g) + 0.5) / g * (hi - lo))
                 cols.append(np.full(g, c))
             value0 = np.repeat(np.concatenate(vals), per)
@@ -326,7 +332,7 @@ class _Track:
         live = np.flatnonzero(ok & active)
         if dead.size == 0 or live.size == 0:
             return False
-        lo, hi = self.model.lo[slot_col[dead]], self.model.hi[slot_col[dead]]
+        lo, hi = self.grid_lo[slot_col[dead]], self.grid_hi[slot_col[dead]]
         width = (hi - lo) / g
         gap = np.abs(q[live][:, slot_col[dead]].T - cell_value[dead][:, None])  # (D, L)
         gap[lane_of[dead][:, None] != lane_of[live][None, :]] = np.inf
