@@ -72,7 +72,7 @@ class TrackOptions:
     reseed_cap: int = 64  # random starts at most per re-seeding (after frame 0)
     reseed_iterations: int = 20  # LM budget of a random start
     lateral_sweeps: int = 2  # rounds of growing dead cells from live tracks per frame
-    lateral_sources: int = 3  # live tracks each dead cell is tried from
+    lateral_sources: int = 1  # live tracks each dead cell is tried from
     lateral_iterations: int = 8  # LM budget of a lateral start
     lateral_wait: int = 3  # coarse frames a cell that failed to grow waits
     power: float = 8.0  # path cost: sum of the largest column step to this power
