@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 from numpy.typing import NDArray
@@ -97,18 +97,19 @@ class BatchedModel:
                 names.append(d.name)
                 kind = REVOLUTE if d.type == "revolute" else PRISMATIC
                 kinds.append(kind)
-                lim = d.limits
-                lo.append(-math.inf if lim is None else float(lim[0]))  # type: ignore[arg-type]
-                hi.append(math.inf if lim is None else float(lim[1]))  # type: ignore[arg-type]
+                lim = cast("tuple[float, float] | None", d.limits)
+                lo.append(-math.inf if lim is None else float(lim[0]))
+                hi.append(math.inf if lim is None else float(lim[1]))
                 self._one_dof.append((d.name, col, kind))
             elif d.type == "spherical":
                 col = len(names)
-                lims = d.limits or (None, None, None)
-                for k, lim in enumerate(lims):  # type: ignore[arg-type]
+                lims = cast("tuple[tuple[float, float] | None, ...]",
+                            d.limits or (None, None, None))
+                for k, box in enumerate(lims):
                     names.append(f"{d.name}.{'xyz'[k]}")
                     kinds.append(REVOLUTE)
-                    lo.append(-math.inf if lim is None else float(lim[0]))
-                    hi.append(math.inf if lim is None else float(lim[1]))
+                    lo.append(-math.inf if box is None else float(box[0]))
+                    hi.append(math.inf if box is None else float(box[1]))
                 self._spherical.append((d.name, col))
             elif d.quaternion is not None and tuple(d.quaternion) != (1.0, 0.0, 0.0, 0.0):
                 rot = quat_to_matrix(np.array(d.quaternion, dtype=float))
@@ -144,23 +145,24 @@ class BatchedModel:
     def _forward(self, q: Array, columns: bool) -> tuple[Array, Array, Array | None,
                                                          Array | None]:  # fmt: skip
         """Batch-last FK of ``q`` (n, k): effector rotations (m, 3, 3, k) and positions
-        (m, 3, k), and (``columns``) each column's world axis and joint origin (n, 3, k)."""
+        (m, 3, k), and (``columns``) each column's world axis and joint origin (n, 3, k).
+        A rotation is kept as its three columns (3, k each): a turn about a coordinate
+        axis rewrites two of them and shares the third."""
         k = q.shape[1]
-        rots: list[Array] = []
+        rots: list[Cols] = []
         poss: list[Array] = []
         axes = np.empty((self.n, 3, k)) if columns else None
         origins = np.empty((self.n, 3, k)) if columns else None
-        ident = np.broadcast_to(np.eye(3)[:, :, None], (3, 3, k))
-        zero = np.zeros((3, k))
+        ident: Cols = (_AXES[:, 0, None], _AXES[:, 1, None], _AXES[:, 2, None])
+        zero = np.zeros((3, 1))
         for st in self._steps:
             rp = ident if st.parent < 0 else rots[st.parent]
-            pp = zero if st.parent < 0 else poss[st.parent]
-            p = pp
+            p = zero if st.parent < 0 else poss[st.parent]
             for j in range(3):
                 if st.offset[j] != 0.0:
-                    p = p + rp[:, j] * st.offset[j]
+                    p = p + rp[j] * st.offset[j]
             if st.kind == "fixed":
-                r = rp if st.rot is None else np.einsum("ijk,jl->ilk", rp, st.rot)
+                r = rp if st.rot is None else _mix(rp, st.rot)
             elif st.kind == "revolute":
                 c = st.col
                 if columns:
@@ -179,36 +181,37 @@ class BatchedModel:
                 for j in range(3):
                     c = st.col + j
                     if columns:
-                        axes[c] = r[:, j]  # type: ignore[index]
+                        axes[c] = r[j]  # type: ignore[index]
                         origins[c] = p  # type: ignore[index]
                     r = _coordinate_turn(r, j, q[c])
             rots.append(r)
             poss.append(p)
-        rot = np.stack([np.broadcast_to(rots[i], (3, 3, k)) for i in self._eff])
+        rot = np.stack([np.stack([np.broadcast_to(col, (3, k)) for col in rots[i]], axis=1)
+                        for i in self._eff])
         pos = np.stack([np.broadcast_to(poss[i], (3, k)) for i in self._eff])
         return rot, pos, axes, origins
 
     @staticmethod
-    def _axis_world(rp: Array, st: _Step) -> Array:
+    def _axis_world(rp: Cols, st: _Step) -> Array:
         """The joint's unit axis in the world (3, k)."""
         assert st.axis is not None
         out = None
         for j in range(3):
             if st.axis[j] != 0.0:
-                term = rp[:, j] * st.axis[j]
+                term = rp[j] * st.axis[j]
                 out = term if out is None else out + term
         assert out is not None
         return out
 
-    def _turn(self, rp: Array, st: _Step, v: Array) -> Array:
-        """``rp @ R_axis(v)`` for a revolute step (3, 3, k)."""
+    def _turn(self, rp: Cols, st: _Step, v: Array) -> Cols:
+        """``rp @ R_axis(v)`` for a revolute step, as columns."""
         j = self._coord_axis.get(st.i, -1)
         if j >= 0:
             assert st.axis is not None
             return _coordinate_turn(rp, j, v if st.axis[j] > 0 else -v)
         e0, ec, es = self._parts[st.i]
         local = e0[:, :, None] + ec[:, :, None] * np.cos(v) + es[:, :, None] * np.sin(v)
-        return np.einsum("ijk,jlk->ilk", rp, local)  # type: ignore[no-any-return]
+        return _mix(rp, local)
 
     def pose_t(self, q: Array) -> tuple[Array, Array]:
         """Batch-last :meth:`pose`: ``q`` (n, k) -> (m, 3, 3, k), (m, 3, k)."""
@@ -279,15 +282,33 @@ class BatchedModel:
 _MIX = {0: (1, 2), 1: (2, 0), 2: (0, 1)}  # columns a turn about X, Y, Z mixes
 
 
-def _coordinate_turn(rp: Array, axis: int, v: Array) -> Array:
-    """``rp @ R_axis(v)`` for a coordinate axis (0, 1, 2), batch-last (3, 3, k)."""
+Cols = tuple[Array, Array, Array]  # a rotation's three columns, (3, k) or (3, 1) each
+
+
+def _coordinate_turn(rp: Cols, axis: int, v: Array) -> Cols:
+    """``rp @ R_axis(v)`` for a coordinate axis (0, 1, 2), as columns (batch last)."""
     a, b = _MIX[axis]
     c, s = np.cos(v), np.sin(v)
-    r = rp.copy()
-    ca, cb = rp[:, a], rp[:, b]
-    r[:, a] = ca * c + cb * s
-    r[:, b] = cb * c - ca * s
-    return r
+    ca, cb = rp[a], rp[b]
+    out = list(rp)
+    out[a] = ca * c + cb * s
+    out[b] = cb * c - ca * s
+    return out[0], out[1], out[2]
+
+
+def _mix(rp: Cols, m: Array) -> Cols:
+    """``rp @ m`` as columns, for a constant (3, 3) or per-row (3, 3, k) ``m``."""
+    out = []
+    for j in range(3):
+        acc = None
+        for i in range(3):
+            f = m[i, j]
+            if m.ndim == 2 and f == 0.0:
+                continue
+            term = rp[i] if m.ndim == 2 and f == 1.0 else rp[i] * f
+            acc = term if acc is None else acc + term
+        out.append(np.zeros((3, 1)) if acc is None else acc)
+    return out[0], out[1], out[2]
 
 
 def intrinsic_xyz_quat(a: float, b: float, c: float) -> tuple[float, float, float, float]:

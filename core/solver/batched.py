@@ -29,13 +29,14 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, cast
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 Array = NDArray[np.float64]
 BoolArray = NDArray[np.bool_]
+Index = NDArray[np.intp]  # row or frame indices
 
 REVOLUTE, PRISMATIC = 1, 2  # column kinds (a spherical joint's angles are REVOLUTE)
 
@@ -111,7 +112,7 @@ def rotvec(e: Array) -> Array:
         sf = np.moveaxis(s[:, far], 0, -1)
         sign = np.where(np.einsum("ki,ki->k", u, sf) < 0.0, -1.0, 1.0)
         out[:, far] = (u * (sign * theta[far])[:, None]).T
-    return out  # type: ignore[no-any-return]
+    return out
 
 
 class Problem:
@@ -145,7 +146,7 @@ class Problem:
         finite = np.isfinite(half) & options.scaled_columns
         self.col_scale = np.clip(np.where(finite, half, 1.0), 1e-3, 1e3)  # (n,)
 
-    def residual(self, idx: Array, rot: Array, pos: Array) -> tuple[Array, Array, Array]:
+    def residual(self, idx: Index, rot: Array, pos: Array) -> tuple[Array, Array, Array]:
         """Weighted residual (6m, k) and per-effector errors (m, k) (m), (m, k) (rad)
         of problems ``idx`` at effector poses ``rot`` (m, 3, 3, k), ``pos`` (m, 3, k)."""
         dp = self.t_pos[..., idx] - pos  # (m, 3, k)
@@ -162,7 +163,7 @@ class Problem:
         o = self.options
         ok_p = (pe < o.position_tolerance) | ~self.count_p[:, None]
         ok_r = (re < o.orientation_tolerance) | ~self.count_r[:, None]
-        return np.all(ok_p & ok_r, axis=0)  # type: ignore[no-any-return]
+        return np.all(ok_p & ok_r, axis=0)
 
 
 def length_scale(model: BatchedKinematics) -> float:
@@ -233,7 +234,8 @@ def spd_solve(a: Array, b: Array) -> Array:
     r, k = a.shape[0], a.shape[-1]
     if k < 128:  # small batches: LAPACK's per-matrix solve costs less than r^3/6 numpy calls
         try:
-            return np.linalg.solve(a.transpose(2, 0, 1), b.T[..., None])[..., 0].T  # type: ignore[no-any-return]
+            sol = np.linalg.solve(a.transpose(2, 0, 1), b.T[..., None])[..., 0].T
+            return cast(Array, sol)
         except np.linalg.LinAlgError:
             pass  # a singular matrix: the factorisation below replaces its pivot
     low: list[list[Array]] = [[] for _ in range(r)]
@@ -263,7 +265,7 @@ def spd_solve(a: Array, b: Array) -> Array:
 
 
 def levenberg_marquardt(model: BatchedKinematics, problem: Problem, q0: Array,
-                        budget: int, rows: Array | None = None, pull: Array | None = None,
+                        budget: int, rows: Index | None = None, pull: Array | None = None,
                         pull_gain: float = 1.0, polish: bool = False,
                         frozen: NDArray[np.bool_] | None = None,
                         first_wins: bool = False) -> BatchResult:  # fmt: skip
@@ -357,7 +359,7 @@ def random_starts(model: BatchedKinematics, count: int, rng: np.random.Generator
     a = np.maximum(a, lo)
     b = np.minimum(a + span, hi)
     u = rng.random((count, model.n))
-    return np.clip(a + u * (b - a), lo, hi)  # type: ignore[no-any-return]
+    return np.clip(a + u * (b - a), lo, hi)
 
 
 def cold_start(model: BatchedKinematics) -> Array:
@@ -370,7 +372,7 @@ def cold_start(model: BatchedKinematics) -> Array:
     finite = np.isfinite(lo) & np.isfinite(hi) & (model.kinds == REVOLUTE)
     lo_f, hi_f = np.where(finite, lo, 0.0), np.where(finite, hi, 0.0)
     mid = 0.5 * (lo_f + hi_f)
-    return np.where(finite, mid + 0.2 * (hi_f - mid), zero)  # type: ignore[no-any-return]
+    return np.where(finite, mid + 0.2 * (hi_f - mid), zero)
 
 
 def solve_many(model: BatchedKinematics, targets: ArrayLike,

@@ -39,6 +39,7 @@ from .batched import (
     REVOLUTE,
     BatchedKinematics,
     BatchOptions,
+    Index,
     Problem,
     cold_start,
     levenberg_marquardt,
@@ -47,6 +48,7 @@ from .batched import (
 )
 
 Array = NDArray[np.float64]
+Segment = tuple[Array, NDArray[np.bool_], Array, Array]  # coordinates, converged, errors
 
 
 @dataclass(frozen=True)
@@ -117,7 +119,7 @@ class _Track:
         self.grid_hi = np.where(finite, np.where(finite, hi, 0.0), np.where(turn, np.pi, 0.0))
         self.grid_ok = finite | turn
 
-    def lm(self, rows: Array, start: Array, pull: Array | None, budget: int | None = None,
+    def lm(self, rows: Index, start: Array, pull: Array | None, budget: int | None = None,
            frozen: NDArray[np.bool_] | None = None
            ) -> tuple[Array, NDArray[np.bool_], Array, Array]:  # fmt: skip
         res = levenberg_marquardt(self.model, self.problem, start,
@@ -152,9 +154,9 @@ class _Track:
         """Per row: the smallest distance to a limit relative to the half-range."""
         half = np.where(self.finite, 0.5 * (np.where(self.finite, self.model.hi, 1.0)
                                             - np.where(self.finite, self.model.lo, -1.0)), np.inf)
-        return np.min(1.0 - np.abs(q - self.mid) / half, axis=1)  # type: ignore[no-any-return]
+        return np.min(1.0 - np.abs(q - self.mid) / half, axis=1)
 
-    def coarse_frames(self, stride: int) -> Array:
+    def coarse_frames(self, stride: int) -> Index:
         """Coarse frames: at most ``stride`` apart, closer where the targets move fast
         (at most ``coarse_motion`` of target motion apart: position over the chain's
         length scale plus rotation angle, the largest over the effectors)."""
@@ -192,7 +194,7 @@ class _Track:
         order = [int(c) for c in np.argsort(-score, kind="stable") if score[c] > 0]
         return order[:count]
 
-    def grid_tracks(self, stride: int) -> tuple[Array, Array, Array]:
+    def grid_tracks(self, stride: int) -> tuple[Index, Array, NDArray[np.bool_]]:
         """Grid tracks through the coarse frames in lanes run side by side (one batch):
         the coarse frames are cut into up to ``lanes`` segments, each tracked forward
         from its first frame and, with ``both_ways``, backward from its last (parts of
@@ -206,7 +208,7 @@ class _Track:
         c = len(frames)
         parts = max(1, min(o.lanes, (c - 1) // max(o.lane_frames, 1)))
         bounds = np.linspace(0, c - 1, parts + 1).round().astype(int)
-        lanes: list[Array] = []
+        lanes: list[Index] = []
         for p in range(parts):
             seg = np.arange(bounds[p], bounds[p + 1] + 1)
             lanes.append(seg)
@@ -215,8 +217,8 @@ class _Track:
         qs, oks = self.grid_pass(frames, lanes, frees)
         return frames, qs, oks
 
-    def grid_pass(self, frames: Array, lanes: list[Array], frees: list[int]
-                  ) -> tuple[Array, Array]:  # fmt: skip
+    def grid_pass(self, frames: Index, lanes: list[Index], frees: list[int]
+                  ) -> tuple[Array, NDArray[np.bool_]]:  # fmt: skip
         """Coarse tracks along each lane (coarse indices into ``frames``, in order), all
         lanes advancing together. On a redundant chain: for each free column in
         ``frees``, one track per value of a grid over its range (that column locked, the
@@ -282,7 +284,7 @@ class _Track:
                     qs[lane[i], mine], oks[lane[i], mine] = q[mine], ok[mine]
         return qs, oks
 
-    def _reseed(self, i: int, slot_frame: Array, active: NDArray[np.bool_], q: Array,
+    def _reseed(self, i: int, slot_frame: Index, active: NDArray[np.bool_], q: Array,
                 ok: NDArray[np.bool_], prev: Array, frozen: NDArray[np.bool_] | None
                 ) -> None:  # fmt: skip
         """Random restarts for (a spread-out subset of) the dead active slots."""
@@ -304,7 +306,7 @@ class _Track:
         self._assign(rows, sol, good, q, ok, prev, per)
 
     @staticmethod
-    def _assign(rows: Array, sol: Array, good: NDArray[np.bool_], q: Array,
+    def _assign(rows: Index, sol: Array, good: NDArray[np.bool_], q: Array,
                 ok: NDArray[np.bool_], prev: Array, per: int) -> bool:  # fmt: skip
         """Give each dead slot in ``rows`` one converged solution of its row, distinct
         (> 0.05) from the other live slots of its cell; True when any slot came alive."""
@@ -319,7 +321,7 @@ class _Track:
                 grew = True
         return grew
 
-    def _lateral(self, slot_frame: Array, active: NDArray[np.bool_], i: int, q: Array,
+    def _lateral(self, slot_frame: Index, active: NDArray[np.bool_], i: int, q: Array,
                  ok: NDArray[np.bool_], prev: Array, frozen: NDArray[np.bool_] | None
                  ) -> bool:  # fmt: skip
         """Each dead slot started from the live slots of its lane (of any free column)
@@ -354,7 +356,7 @@ class _Track:
 
     # -- 2. least motion path ------------------------------------------------------------
     @staticmethod
-    def live_nodes(qs: Array, oks: Array) -> list[Array]:
+    def live_nodes(qs: Array, oks: NDArray[np.bool_]) -> list[Index]:
         """Per coarse frame the candidates kept in the graph: converged ones, one of each
         group equal to 1e-4 (both passes and neighbouring cells often agree); every
         candidate where none converged (the frame is then unreachable)."""
@@ -369,7 +371,7 @@ class _Track:
         return out
 
     @staticmethod
-    def edge_costs(qs: Array, idx: Array, nodes: list[Array], power: float) -> list[Array]:
+    def edge_costs(qs: Array, idx: Index, nodes: list[Index], power: float) -> list[Array]:
         """Per transition into coarse frame i (i >= 1) the estimated cost of every edge
         between its ``nodes`` (to, from): ``L (d / L)^power`` from the ends' largest
         column distance ``d`` over its ``L`` frames, a lower bound of what filling the
@@ -385,7 +387,7 @@ class _Track:
         return out
 
     @staticmethod
-    def ladder(edges: list[Array], nodes: list[Array], oks: Array) -> Array:
+    def ladder(edges: list[Array], nodes: list[Index], oks: NDArray[np.bool_]) -> Index:
         """Per coarse frame the chosen candidate (C,): the path of least summed edge
         cost (``edges`` from :meth:`edge_costs`, measured entries written over the
         estimates), unconverged nodes costing 1e6 each, by dynamic programming over the
@@ -408,7 +410,7 @@ class _Track:
 
     # -- 3. fill -------------------------------------------------------------------------
     def fill_segments(self, segs: list[tuple[int, int, Array, Array]]
-                      ) -> list[tuple[Array, Array, Array, Array]]:  # fmt: skip
+                      ) -> list[Segment]:  # fmt: skip
         """The frames of segments ``(a, b, q_a, q_b)`` by batched bisection, all
         segments at once: each midpoint starts from the straight line between its known
         neighbours and is pulled toward it in the null space. Per segment: coordinates
@@ -443,7 +445,7 @@ class _Track:
                 q[mid], conv[mid], pe[mid], re[mid], have[mid] = sol[j], ok[j], p[j], r[j], True
         return [(q, conv, pe, re) for q, conv, pe, re, _ in out]
 
-    def segment_cost(self, q: Array, conv: Array) -> float:
+    def segment_cost(self, q: Array, conv: NDArray[np.bool_]) -> float:
         """Sum over the segment's steps of the ``power``-th power of the largest column
         step, and a large penalty per unconverged frame."""
         steps = np.max(np.abs(np.diff(q, axis=0)), axis=1)
@@ -504,7 +506,7 @@ def solve_track(model: BatchedKinematics, targets: ArrayLike,
     nodes = tr.live_nodes(qs, oks)
     where = [{int(k): j for j, k in enumerate(nd)} for nd in nodes]
     costs = tr.edge_costs(qs, idx, nodes, opts.power)
-    filled: dict[tuple[int, int, int], tuple[Array, Array, Array, Array]] = {}
+    filled: dict[tuple[int, int, int], Segment] = {}
     edges: list[tuple[int, int, int]] = []
     for _ in range(opts.path_rounds):
         path = tr.ladder(costs, nodes, oks)
@@ -532,13 +534,14 @@ def solve_track(model: BatchedKinematics, targets: ArrayLike,
         q[0] = qs[0, int(np.argmax(oks[0]))]
     # the coarse frames' own errors and convergence
     cidx = idx
-    res = levenberg_marquardt(model, tr.problem, q[cidx], 0, rows=cidx)
-    conv[cidx], pe[cidx], re[cidx] = res.converged, res.position_error, res.orientation_error
+    final = levenberg_marquardt(model, tr.problem, q[cidx], 0, rows=cidx)
+    conv[cidx], pe[cidx] = final.converged, final.position_error
+    re[cidx] = final.orientation_error
     jumps = [int(j) for j in _jump_frames(q, idx, opts.flip_factor)]
     return TrackResult(q, conv, pe, re, jumps)
 
 
-def _jump_frames(q: Array, idx: Array, factor: float) -> Array:
+def _jump_frames(q: Array, idx: Index, factor: float) -> Index:
     """Frames whose largest column step exceeds ``factor`` times the local mean step
     (the larger of its coarse interval's and its neighbours' mean steps)."""
     f = len(q)
@@ -549,4 +552,4 @@ def _jump_frames(q: Array, idx: Array, factor: float) -> Array:
     mean = np.array([np.max(np.abs(q[idx[s + 1]] - q[idx[s]])) / max(idx[s + 1] - idx[s], 1)
                      for s in range(len(idx) - 1)] or [0.0])
     local = np.maximum.reduce([mean[np.clip(seg + d, 0, len(mean) - 1)] for d in (-1, 0, 1)])
-    return np.flatnonzero(steps > factor * local + 1e-6) + 1  # type: ignore[no-any-return]
+    return np.flatnonzero(steps > factor * local + 1e-6) + 1
