@@ -20,6 +20,7 @@ and p99 attribute the wall time to the rows in proportion to their LM iterations
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from pathlib import Path
@@ -170,6 +171,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seeds", type=int, default=len(FLIP_SEEDS), help="random paths")
     parser.add_argument("--scenes", nargs="*", default=None)
     parser.add_argument("--engines", nargs="*", default=["batched", "robust"])
+    parser.add_argument("--out", default=str(HERE / "results" / "batched.md"),
+                        help="where the table is written as markdown ('' for nowhere)")
     args = parser.parse_args(argv)
     rows: list[dict[str, Any]] = []
     started = time.perf_counter()
@@ -193,7 +196,18 @@ def main(argv: list[str] | None = None) -> int:
                 rows.append(row(scene, name, label, b, answers, st, truth))
                 print(f"[{time.perf_counter() - started:5.0f} s] {scene.name} {name} {label}",
                       flush=True)
-    print(table(rows))
+    text = table(rows)
+    print(text)
+    if args.out:
+        import platform
+
+        import numpy
+
+        head = (f"bench/batched.py on {platform.machine()}, {os.cpu_count()} cores, Python "
+                f"{platform.python_version()}, numpy {numpy.__version__}; "
+                f"{args.poses} poses (A), {args.frames} frames per path; "
+                f"{time.perf_counter() - started:.0f} s in all.\n\n")
+        Path(args.out).write_text(head + text + "\n")
     return 0
 
 
