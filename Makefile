@@ -4,7 +4,7 @@ VENV := .venv
 BPYVENV := .venv-bpy
 SCENE ?= arm7
 
-.PHONY: test test-core test-addon lint demo bench zip clean typecheck test-addon-45 fuzz
+.PHONY: test test-core test-addon lint demo bench zip clean typecheck typecheck-core test-addon-45 fuzz
 
 # Property tests (hypothesis) draw the same examples on every `make test` run: the "ci"
 # profile of tests/conftest.py is derandomized. `make fuzz` draws fresh random examples,
@@ -29,7 +29,13 @@ lint: $(VENV)/.ok
 
 # (and the add-on's bpy-free key module, loaded by path: tests/addon/conftest.py BPY_FREE)
 test-core: $(VENV)/.ok
-	$(VENV)/bin/python -m pytest tests/core tests/addon/test_key_curves.py
+	$(VENV)/bin/python -m pytest tests/core tests/addon/test_key_curves.py \
+		--cov=dhik --cov-report=term:skip-covered
+
+# Static types of the core (numpy only): mypy on the package as the folders lay it out.
+typecheck-core: $(VENV)/.ok
+	MYPYPATH=. $(VENV)/bin/mypy --explicit-package-bases --check-untyped-defs \
+		--ignore-missing-imports -p core
 
 # Add-on tests in real Blender, and the core tests again on Blender's numpy 1.26.
 test-addon: $(BPYVENV)/.ok
@@ -66,7 +72,7 @@ test-addon-45: $(BPY45VENV)/.ok
 
 # The test command of the README: lint, core tests (numpy 2), add-on tests in real Blender 5.0.1
 # (numpy 1.26) and 4.5 LTS, mypy on the add-on.
-test: lint test-core test-addon typecheck test-addon-45
+test: lint test-core test-addon typecheck typecheck-core test-addon-45
 
 # The main job: a headless Blender bake of a sample scene with the real add-on.
 demo: $(BPYVENV)/.ok

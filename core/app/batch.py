@@ -159,7 +159,8 @@ def manifest_jobs(path: str) -> list[Job]:
     items = data["jobs"]
     if not isinstance(items, list) or not items:
         fail(src, "jobs", f"must be a non-empty array of jobs, got {show(items)}")
-    jobs, seen = [], set()
+    jobs: list[Job] = []
+    seen: set[str] = set()
     for i, item in enumerate(items):
         jobs.append(_manifest_job(item, src, f"jobs[{i}]", base, seen))
     return jobs
@@ -186,7 +187,8 @@ def _manifest_job(item: Any, src: str, p: str, base: str, seen: set[str]) -> Job
     if item.get("effector") is not None:
         effector = _string(item["effector"], src, f"{p}.effector")
     raw = item["targets"]
-    targets, tracks = None, ()
+    targets: str | None = None
+    tracks: tuple[TrackSpec, ...] = ()
     if isinstance(raw, str):
         targets = os.path.join(base, _string(raw, src, f"{p}.targets"))
     elif isinstance(raw, Mapping) and raw:

@@ -173,7 +173,8 @@ def _read_joint(el: ET.Element, index: int, links: set[str], source: str,
     if parent == child:
         raise DhikError(source, where, f"link {child!r} is its own parent (a cycle)")
     origin = el.find("origin")
-    xyz = rpy = (0.0, 0.0, 0.0)
+    xyz: tuple[float, ...] = (0.0, 0.0, 0.0)
+    rpy: tuple[float, ...] = (0.0, 0.0, 0.0)
     if origin is not None:
         xyz = _numbers(origin.get("xyz"), 3, xyz, source, f"{where}.origin.xyz")
         rpy = _numbers(origin.get("rpy"), 3, rpy, source, f"{where}.origin.rpy")
@@ -204,7 +205,7 @@ def _read_joint(el: ET.Element, index: int, links: set[str], source: str,
                 f"{source}: {where}: mimics joint {mimic.get('joint')!r} (multiplier "
                 f"{mimic.get('multiplier', '1')}, offset {mimic.get('offset', '0')}); imported "
                 f"as an independent {jtype} joint (skeleton.json cannot couple joints)")
-    return _Joint(name, jtype, parent, child, xyz, rpy, axis, limits)  # type: ignore[arg-type]
+    return _Joint(name, jtype, parent, child, xyz, rpy, axis, limits)
 
 
 def urdf_to_skeleton(robot: ET.Element, source: str = "robot.urdf") -> UrdfSkeleton:
