@@ -73,10 +73,11 @@ class TrackOptions:
     reseed_rows: int = 2  # random starts per dead track when re-seeding
     reseed_cap: int = 64  # random starts at most per re-seeding (after frame 0)
     reseed_iterations: int = 20  # LM budget of a random start
-    lateral_sweeps: int = 2  # rounds of growing dead cells from live tracks per frame
+    lateral_sweeps: int = 1  # rounds of growing dead cells from live tracks per frame
     lateral_sources: int = 1  # live tracks each dead cell is tried from
     lateral_iterations: int = 8  # LM budget of a lateral start
     lateral_wait: int = 3  # coarse frames a cell that failed to grow waits
+    fill_levels: int = 1  # bisection levels of a fill before the rest at once
     power: float = 8.0  # path cost: sum of the largest column step to this power
     path_rounds: int = 100  # lazy path search: rounds of filling the chosen edges
     flip_factor: float = 2.5  # reported jump: a step this many times the local mean
@@ -263,17 +264,29 @@ class _Track:
             at = np.array([lane[min(i, len(lane) - 1)] for lane in lanes])  # coarse index
             slot_frame = frames[at][lane_of]
             active = running[lane_of]
+            sweeps = o.lateral_sweeps
             if i > 0:
+                # one batch: the live tracks from their extrapolation, and (grid) the
+                # first lateral sweep from the live tracks' previous solutions
                 alive = np.flatnonzero(ok & active)
-                if alive.size:
+                lat, lat_starts = (self._lateral_rows(active, i, q, ok) if frees and sweeps
+                                   else (np.zeros(0, dtype=np.intp), np.zeros((0, model.n))))
+                if alive.size or lat.size:
                     back = q[alive] - prev[alive] if i > 1 else 0.0
                     pred = np.clip(q[alive] + back, model.lo, model.hi)
-                    fz = None if frozen is None else frozen[alive]
-                    sol, good, _, _ = self.lm(slot_frame[alive], pred, q[alive], None, fz)
+                    rows = np.concatenate([alive, lat])
+                    start = np.vstack([pred, lat_starts])
+                    pull = np.vstack([q[alive], lat_starts])
+                    fz = None if frozen is None else frozen[rows]
+                    sol, good, _, _ = self.lm(slot_frame[rows], start, pull, None, fz)
                     prev[alive] = q[alive]
-                    q[alive], ok[alive] = sol, good
+                    q[alive], ok[alive] = sol[: alive.size], good[: alive.size]
+                    if lat.size:
+                        self._lateral_done(i, lat, sol[alive.size:], good[alive.size:],
+                                           q, ok, prev)
+                        sweeps -= 1
             if frees:  # grow the alive cells into their dead neighbours
-                for _ in range(o.lateral_sweeps):
+                for _ in range(sweeps):
                     if not self._lateral(slot_frame, active, i, q, ok, prev, frozen):
                         break
             if i % o.reseed_every == 0:
@@ -321,19 +334,17 @@ class _Track:
                 grew = True
         return grew
 
-    def _lateral(self, slot_frame: Index, active: NDArray[np.bool_], i: int, q: Array,
-                 ok: NDArray[np.bool_], prev: Array, frozen: NDArray[np.bool_] | None
-                 ) -> bool:  # fmt: skip
-        """Each dead slot started from the live slots of its lane (of any free column)
-        whose value of its locked column is nearest its cell's value (within one and a
-        half cells), that column moved onto the cell: the self-motion manifold grown
-        along itself, each grid filling in where another folds. A slot that fails waits
-        ``lateral_wait`` coarse frames. True when any slot came alive."""
+    def _lateral_rows(self, active: NDArray[np.bool_], i: int, q: Array,
+                      ok: NDArray[np.bool_]) -> tuple[Index, Array]:  # fmt: skip
+        """Lateral starts: each dead slot (not waiting) from the live slots of its lane
+        (of any free column) whose value of its locked column is nearest its cell's
+        value (within one and a half cells), that column moved onto the cell. Returns
+        the dead slots (one per start) and the starts."""
         g, per, slot_col, cell_value, lane_of = self.cells
         dead = np.flatnonzero(~ok & active & (self._wait <= i))
         live = np.flatnonzero(ok & active)
         if dead.size == 0 or live.size == 0:
-            return False
+            return np.zeros(0, dtype=np.intp), np.zeros((0, self.model.n))
         lo, hi = self.grid_lo[slot_col[dead]], self.grid_hi[slot_col[dead]]
         width = (hi - lo) / g
         gap = np.abs(q[live][:, slot_col[dead]].T - cell_value[dead][:, None])  # (D, L)
@@ -341,18 +352,32 @@ class _Track:
         take = np.argsort(gap, axis=1, kind="stable")[:, : self.opts.lateral_sources]
         near = np.take_along_axis(gap, take, axis=1) <= 1.5 * width[:, None]
         rows = np.repeat(dead, take.shape[1])[near.ravel()]
-        src = live[take.ravel()[near.ravel()]]
-        if rows.size == 0:
-            return False
-        starts = q[src].copy()
+        starts = q[live[take.ravel()[near.ravel()]]].copy()
         starts[np.arange(rows.size), slot_col[rows]] = cell_value[rows]
-        fz = None if frozen is None else frozen[rows]
-        budget = self.opts.lateral_iterations
-        sol, good, _, _ = self.lm(slot_frame[rows], starts, None, budget, fz)
-        grew = self._assign(rows, sol, good, q, ok, prev, per)
+        return rows, starts
+
+    def _lateral_done(self, i: int, rows: Index, sol: Array, good: NDArray[np.bool_],
+                      q: Array, ok: NDArray[np.bool_], prev: Array) -> bool:  # fmt: skip
+        """Give the lateral solutions to their dead slots; a slot that failed waits
+        ``lateral_wait`` coarse frames. True when any slot came alive."""
+        grew = self._assign(rows, sol, good, q, ok, prev, self.cells[1])
         tried = np.unique(rows)
         self._wait[tried[~ok[tried]]] = i + self.opts.lateral_wait
         return grew
+
+    def _lateral(self, slot_frame: Index, active: NDArray[np.bool_], i: int, q: Array,
+                 ok: NDArray[np.bool_], prev: Array, frozen: NDArray[np.bool_] | None
+                 ) -> bool:  # fmt: skip
+        """One sweep of lateral growth (:meth:`_lateral_rows`) at the current frame: the
+        self-motion manifold grown along itself, each grid filling in where another
+        folds. True when any slot came alive."""
+        rows, starts = self._lateral_rows(active, i, q, ok)
+        if rows.size == 0:
+            return False
+        fz = None if frozen is None else frozen[rows]
+        budget = self.opts.lateral_iterations
+        sol, good, _, _ = self.lm(slot_frame[rows], starts, None, budget, fz)
+        return self._lateral_done(i, rows, sol, good, q, ok, prev)
 
     # -- 2. least motion path ------------------------------------------------------------
     @staticmethod
@@ -424,6 +449,7 @@ class _Track:
             have[0] = have[-1] = True
             out.append((q, np.ones(b - a + 1, dtype=bool), np.zeros((b - a + 1, m)),
                         np.zeros((b - a + 1, m)), have))
+        level = 0
         while True:
             rows, inits, where = [], [], []
             for si, (a, _, _, _) in enumerate(segs):
@@ -431,13 +457,17 @@ class _Track:
                 ks = np.flatnonzero(have)
                 for g in np.flatnonzero(np.diff(ks) > 1):
                     lft, rgt = ks[g], ks[g + 1]
-                    mid = (lft + rgt) // 2
-                    t = (mid - lft) / (rgt - lft)
-                    rows.append(a + mid)
-                    inits.append(q[lft] + t * (q[rgt] - q[lft]))
-                    where.append((si, mid))
+                    # bisection for the first levels, then every frame left at once
+                    mids = [(lft + rgt) // 2] if level < self.opts.fill_levels else \
+                        range(lft + 1, rgt)
+                    for mid in mids:
+                        t = (mid - lft) / (rgt - lft)
+                        rows.append(a + mid)
+                        inits.append(q[lft] + t * (q[rgt] - q[lft]))
+                        where.append((si, mid))
             if not rows:
                 break
+            level += 1
             init = np.array(inits)
             sol, ok, p, r = self.lm(np.array(rows), init, init)
             for j, (si, mid) in enumerate(where):
