@@ -69,7 +69,7 @@ class TrackOptions:
     lane_frames: int = 24  # fewest coarse frames per segment
     iterations: int = 15  # LM budget of a tracking step or a fill level
     restart_rows: int = 4  # random starts per dead track at a lane's first frame
-    reseed_every: int = 8  # coarse frames between random re-seeding of dead tracks
+    reseed_every: int = 16  # coarse frames between random re-seeding of dead tracks
     reseed_rows: int = 2  # random starts per dead track when re-seeding
     reseed_cap: int = 64  # random starts at most per re-seeding (after frame 0)
     reseed_iterations: int = 20  # LM budget of a random start
@@ -408,7 +408,7 @@ class _Track:
             step = np.zeros((len(a), len(b)))
             for c in range(qs.shape[2]):
                 np.maximum(step, np.abs(a[:, None, c] - b[None, :, c]), out=step)
-            out.append(span * (step / span) ** power)
+            out.append((span * (step / span) ** power).astype(np.float32))  # half the memory
         return out
 
     @staticmethod
