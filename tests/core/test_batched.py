@@ -296,3 +296,18 @@ def test_solve_many_two_effectors_and_weights() -> None:
     reached = model.transforms(res.q[ok])
     np.testing.assert_allclose(reached[:, :, :3, 3], other[ok][:, :, :3, 3], atol=1e-5)
     assert np.all(res.orientation_error[ok, 0] < 1e-4)
+
+
+def test_track_reports_a_forced_jump() -> None:
+    """The targets jump between frames 199 and 200 (the base turns by 1 rad at once):
+    every frame converges, frame 200 is reported, and no other frame is."""
+    model = BatchedModel(load_skeleton(ARM7), ["Tool"])
+    rng = np.random.default_rng(5)
+    mid, half = (model.lo + model.hi) / 2, (model.hi - model.lo) / 2
+    periods, phase = rng.uniform(1.0, 3.0, model.n), rng.uniform(0, 2 * math.pi, model.n)
+    t = np.arange(400)[:, None] / 400
+    truth = mid + 0.6 * half * np.sin(2 * math.pi * periods * t + phase)
+    truth[200:, 0] += 1.0
+    res = solve_track(model, model.transforms(np.clip(truth, model.lo, model.hi)))
+    assert res.converged.all()
+    assert res.jumps == [200]
