@@ -24,7 +24,8 @@ trajectory is solved as one problem (``solve_track``):
    bound; the path is chosen again until every edge of it has been filled: a branch
    switch hidden between two coarse frames shows in its fill and is avoided;
 4. frames whose step from the previous frame is still a jump (more than ``flip_factor``
-   times the local mean step) are reported: no continuous path was found there.
+   times the median step of the ten frames on each side) are reported: no continuous
+   path was found there.
 """
 
 from __future__ import annotations
@@ -80,7 +81,7 @@ class TrackOptions:
     fill_levels: int = 1  # bisection levels of a fill before the rest at once
     power: float = 8.0  # path cost: sum of the largest column step to this power
     path_rounds: int = 100  # lazy path search: rounds of filling the chosen edges
-    flip_factor: float = 2.5  # reported jump: a step this many times the local mean
+    flip_factor: float = 2.5  # reported jump: this many times its neighbours' median step
     seed: int = 0
 
 
@@ -567,19 +568,20 @@ def solve_track(model: BatchedKinematics, targets: ArrayLike,
     final = levenberg_marquardt(model, tr.problem, q[cidx], 0, rows=cidx)
     conv[cidx], pe[cidx] = final.converged, final.position_error
     re[cidx] = final.orientation_error
-    jumps = [int(j) for j in _jump_frames(q, idx, opts.flip_factor)]
+    jumps = [int(j) for j in _jump_frames(q, opts.flip_factor)]
     return TrackResult(q, conv, pe, re, jumps)
 
 
-def _jump_frames(q: Array, idx: Index, factor: float) -> Index:
-    """Frames whose largest column step exceeds ``factor`` times the local mean step
-    (the larger of its coarse interval's and its neighbours' mean steps)."""
+def _jump_frames(q: Array, factor: float, window: int = 10) -> Index:
+    """Frames whose largest column step exceeds ``factor`` times the median step of the
+    ``window`` steps on each side (and 1e-4, rad or m: smaller steps never show): a step
+    out of line with its neighbours, not a fast stretch of the path."""
     f = len(q)
     if f < 2:
-        return np.zeros(0, dtype=int)
+        return np.zeros(0, dtype=np.intp)
     steps = np.max(np.abs(np.diff(q, axis=0)), axis=1)  # step into frame i + 1
-    seg = np.searchsorted(idx, np.arange(1, f), side="right") - 1  # interval of each step
-    mean = np.array([np.max(np.abs(q[idx[s + 1]] - q[idx[s]])) / max(idx[s + 1] - idx[s], 1)
-                     for s in range(len(idx) - 1)] or [0.0])
-    local = np.maximum.reduce([mean[np.clip(seg + d, 0, len(mean) - 1)] for d in (-1, 0, 1)])
-    return np.flatnonzero(steps > factor * local + 1e-6) + 1
+    padded = np.pad(steps, window, mode="edge")
+    near = np.lib.stride_tricks.sliding_window_view(padded, 2 * window + 1)
+    others = np.delete(near, window, axis=1)  # each step's neighbours, itself left out
+    local = np.median(others, axis=1)
+    return np.flatnonzero(steps > np.maximum(factor * local, 1e-4)) + 1
