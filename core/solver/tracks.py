@@ -31,7 +31,7 @@ trajectory is solved as one problem (``solve_track``):
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -58,8 +58,9 @@ class TrackOptions:
 
     position_tolerance: float = 1e-5
     orientation_tolerance: float = 1e-4
-    stride: int = 16  # most frames between coarse frames
-    coarse_motion: float = 0.3  # most target motion between coarse frames (see above)
+    stride: int = 32  # most frames between coarse frames
+    coarse_motion: float = 0.6  # most target motion between coarse frames (see above)
+    retries: int = 1  # passes with coarse frames twice as dense, after jumps
     grid: int = 32  # redundant chains: values on the grid of each locked column
     free: tuple[int, ...] = ()  # the columns locked in turn (empty: chosen)
     free_count: int = 4  # how many columns are locked in turn when chosen
@@ -67,7 +68,7 @@ class TrackOptions:
     branches: int = 4  # tracks of a chain without redundancy (no grid)
     both_ways: bool = True  # also track each segment backward from its last frame
     lanes: int = 8  # segments of the coarse frames tracked side by side
-    lane_frames: int = 24  # fewest coarse frames per segment
+    lane_frames: int = 12  # fewest coarse frames per segment
     iterations: int = 15  # LM budget of a tracking step or a fill level
     restart_rows: int = 4  # random starts per dead track at a lane's first frame
     reseed_every: int = 16  # coarse frames between random re-seeding of dead tracks
@@ -522,9 +523,34 @@ def solve_track(model: BatchedKinematics, targets: ArrayLike,
                 options: TrackOptions | None = None) -> TrackResult:  # fmt: skip
     """Solve a trajectory: ``targets`` (F, m, 4, 4) world transforms (metres), one per
     frame and effector. Returns per-frame coordinates, convergence, errors, and the
-    frames where no continuous path was found (module docstring). Deterministic for a
-    given ``options.seed``."""
+    frames where no continuous path was found (module docstring). When a solve leaves
+    jumps or unconverged frames, it is done again with coarse frames twice as dense
+    (``retries`` times) and the better answer kept. Deterministic for a given
+    ``options.seed``."""
     opts = options or TrackOptions()
+    best = _solve_track(model, targets, weights, opts)
+    for _ in range(opts.retries):
+        if not best.jumps and best.converged.all():
+            break
+        opts = replace(opts, stride=max(opts.stride // 2, 1),
+                       coarse_motion=opts.coarse_motion / 2,
+                       lane_frames=2 * opts.lane_frames)
+        again = _solve_track(model, targets, weights, opts)
+        if _score(again) < _score(best):
+            best = again
+    return best
+
+
+def _score(res: TrackResult) -> tuple[int, int, float]:
+    """Worse answers score higher: unconverged frames, then jumps, then the largest step."""
+    steps = np.max(np.abs(np.diff(res.q, axis=0)), axis=1) if len(res.q) > 1 else [0.0]
+    return (int(np.count_nonzero(~res.converged)), len(res.jumps), float(np.max(steps)))
+
+
+def _solve_track(model: BatchedKinematics, targets: ArrayLike,
+                 weights: Sequence[tuple[float, float]] | None, opts: TrackOptions
+                 ) -> TrackResult:  # fmt: skip
+    """One :func:`solve_track` pass with ``opts``."""
     tr = _Track(model, targets, weights, opts)
     f = tr.frames
     if f == 0:
