@@ -155,7 +155,8 @@ class Problem:
         dr = rotvec(err).transpose(1, 0, 2)  # (m, 3, k)
         pe = np.sqrt(np.einsum("mik,mik->mk", dp, dp))
         re = np.sqrt(np.einsum("mik,mik->mk", dr, dr))
-        e = np.concatenate((dp, dr), axis=1).reshape(-1, dp.shape[-1]) * self.row_w[:, None]
+        e = np.concatenate((dp, dr), axis=1).reshape(len(self.row_w), dp.shape[-1]) \
+            * self.row_w[:, None]
         return e, pe, re
 
     def converged(self, pe: Array, re: Array) -> BoolArray:
@@ -280,6 +281,10 @@ def levenberg_marquardt(model: BatchedKinematics, problem: Problem, q0: Array,
     lo, hi = model.lo, model.hi
     q = np.ascontiguousarray(np.clip(np.asarray(q0, dtype=float), lo, hi).T)  # (n, k)
     k = q.shape[1]
+    if k == 0:
+        m = len(model.effectors)
+        return BatchResult(np.zeros((0, model.n)), np.zeros(0, dtype=bool),
+                           np.zeros(0, dtype=int), np.zeros((0, m)), np.zeros((0, m)))
     idx = np.arange(k) if rows is None else np.asarray(rows)
     pl = None if pull is None else np.ascontiguousarray(np.asarray(pull, dtype=float).T)
     nr = len(problem.row_w)

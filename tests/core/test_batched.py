@@ -311,3 +311,19 @@ def test_track_reports_a_forced_jump() -> None:
     res = solve_track(model, model.transforms(np.clip(truth, model.lo, model.hi)))
     assert res.converged.all()
     assert res.jumps == [200]
+
+
+def test_solve_many_edges() -> None:
+    """No problems, answers as starts (no iteration), one effector's (B, 4, 4), and bad
+    input refused with a ValueError."""
+    model, targets = arm7_targets(5, 13)
+    empty = solve_many(model, np.zeros((0, 1, 4, 4)))
+    assert empty.q.shape == (0, model.n) and empty.converged.shape == (0,)
+    q = sample(model, np.random.default_rng(13), 5)
+    again = solve_many(model, targets, q0=q)
+    assert again.converged.all() and not again.iterations.any()
+    assert solve_many(model, targets[:, 0]).converged.all()
+    with pytest.raises(ValueError, match="weights"):
+        solve_many(model, targets, weights=[(1.0, -1.0)])
+    with pytest.raises(ValueError, match="shape"):
+        solve_many(model, targets[:, :, :3])
