@@ -121,6 +121,7 @@ class _Track:
         self.grid_lo = np.where(finite, np.where(finite, lo, 0.0), np.where(turn, -np.pi, 0.0))
         self.grid_hi = np.where(finite, np.where(finite, hi, 0.0), np.where(turn, np.pi, 0.0))
         self.grid_ok = finite | turn
+        self.wrap = turn & ~np.isfinite(lo) & ~np.isfinite(hi)  # hinges without limits
 
     def lm(self, rows: Index, start: Array, pull: Array | None, budget: int | None = None,
            frozen: NDArray[np.bool_] | None = None
@@ -397,8 +398,8 @@ class _Track:
             out.append(live[np.sort(first)])
         return out
 
-    @staticmethod
-    def edge_costs(qs: Array, idx: Index, nodes: list[Index], power: float) -> list[Array]:
+    def edge_costs(self, qs: Array, idx: Index, nodes: list[Index], power: float
+                   ) -> list[Array]:  # fmt: skip
         """Per transition into coarse frame i (i >= 1) the estimated cost of every edge
         between its ``nodes`` (to, from): ``L (d / L)^power`` from the ends' largest
         column distance ``d`` over its ``L`` frames, a lower bound of what filling the
@@ -409,7 +410,10 @@ class _Track:
             a, b = qs[i][nodes[i]], qs[i - 1][nodes[i - 1]]
             step = np.zeros((len(a), len(b)))
             for c in range(qs.shape[2]):
-                np.maximum(step, np.abs(a[:, None, c] - b[None, :, c]), out=step)
+                d = a[:, None, c] - b[None, :, c]
+                if self.wrap[c]:  # a hinge without limits: the nearest turn
+                    d = (d + np.pi) % (2 * np.pi) - np.pi
+                np.maximum(step, np.abs(d), out=step)
             out.append((span * (step / span) ** power).astype(np.float32))  # half the memory
         return out
 
@@ -446,7 +450,9 @@ class _Track:
         out = []
         for a, b, qa, qb in segs:
             q = np.zeros((b - a + 1, n))
-            q[0], q[-1] = qa, qb
+            # hinges without limits end on the turn nearest the start
+            q[0], q[-1] = qa, np.where(self.wrap, qa + (qb - qa + np.pi) % (2 * np.pi) - np.pi,
+                                       qb)
             have = np.zeros(b - a + 1, dtype=bool)
             have[0] = have[-1] = True
             out.append((q, np.ones(b - a + 1, dtype=bool), np.zeros((b - a + 1, m)),
@@ -589,6 +595,8 @@ def _solve_track(model: BatchedKinematics, targets: ArrayLike,
         pe[lo_f:hi_f + 1], re[lo_f:hi_f + 1] = sp, sr
     if len(idx) == 1:
         q[0] = qs[0, int(np.argmax(oks[0]))]
+    if tr.wrap.any():  # segments may end a whole turn apart: join them
+        q[:, tr.wrap] = np.unwrap(q[:, tr.wrap], axis=0)
     # the coarse frames' own errors and convergence
     cidx = idx
     final = levenberg_marquardt(model, tr.problem, q[cidx], 0, rows=cidx)

@@ -327,3 +327,25 @@ def test_solve_many_edges() -> None:
         solve_many(model, targets, weights=[(1.0, -1.0)])
     with pytest.raises(ValueError, match="shape"):
         solve_many(model, targets[:, :, :3])
+
+
+def test_track_hinges_without_limits() -> None:
+    """arm7 with every limit removed: the self-motion is gridded over one turn and a
+    whole turn between segments is unwrapped, so no frame jumps."""
+    import dataclasses
+
+    arm = load_skeleton(ARM7)
+    free = dataclasses.replace(arm, joints=tuple(dataclasses.replace(j, limits=None)
+                                                 for j in arm.joints))
+    limited, model = BatchedModel(arm, ["Tool"]), BatchedModel(free, ["Tool"])
+    rng = np.random.default_rng(3)
+    mid, half = (limited.lo + limited.hi) / 2, (limited.hi - limited.lo) / 2
+    periods, phase = rng.uniform(1.0, 3.0, model.n), rng.uniform(0, 2 * math.pi, model.n)
+    t = np.arange(400)[:, None] / 400
+    truth = mid + 0.6 * half * np.sin(2 * math.pi * periods * t + phase)
+    targets = model.transforms(truth)
+    res = solve_track(model, targets)
+    assert res.converged.all()
+    check_answers(free, model, res.q, targets, 1e-5, 1e-4)
+    steps = np.abs(np.diff(res.q, axis=0)).max(axis=1)
+    assert steps.max() < 2.0 * np.abs(np.diff(truth, axis=0)).max()
