@@ -7,7 +7,8 @@ the main one (weights other than 1 need the robust method).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import math
+from typing import TYPE_CHECKING, Any
 
 import bpy
 from bpy.props import (
@@ -60,6 +61,25 @@ def _not_the_armature(self: DHIK_PG_effector, ob: bpy.types.Object) -> bool:
     return not isinstance(scene, bpy.types.Scene) or ob is not scene_settings(scene).armature
 
 
+# chain length and pole, for the main effector and each extra row alike
+CHAIN_LENGTH: dict[str, Any] = dict(
+    name="Chain Length", default=0, min=0, soft_max=20,
+    description="How many bones, ending at the effector, the IK may move (0: all up to the "
+    "root, as Blender's IK constraint counts). Bones above keep their own animation and "
+    "carry the chain",
+)
+POLE_TARGET: dict[str, Any] = dict(
+    name="Pole Target", type=bpy.types.Object,
+    description="Object the chain bends toward (like the pole of Blender's IK constraint); "
+    "needs a chain of 2 bones or more and the Robust method",
+)
+POLE_ANGLE: dict[str, Any] = dict(
+    name="Pole Angle", default=0.0, subtype="ANGLE", unit="ROTATION",
+    soft_min=-math.pi, soft_max=math.pi,
+    description="Turns the chain's bend about the line from its first bone to the target",
+)
+
+
 class DHIK_PG_effector(bpy.types.PropertyGroup):
     """An extra effector: a bone that follows a target object, with weights (>= 0).
 
@@ -89,23 +109,9 @@ class DHIK_PG_effector(bpy.types.PropertyGroup):
             name="Orientation Weight", default=1.0, min=0.0, soft_max=10.0,
             description="Weight of the orientation error (0: position only)",
         )
-        chain_length: IntProperty(
-            name="Chain Length", default=0, min=0, soft_max=20,
-            description="How many bones, ending at the effector, the IK may move (0: all up "
-            "to the root, as Blender's IK constraint counts). Bones above keep their own "
-            "animation and carry the chain",
-        )
-        pole_target: PointerProperty(
-            name="Pole Target", type=bpy.types.Object, poll=_not_the_armature,
-            description="Object the chain bends toward (like the pole of Blender's IK "
-            "constraint); needs a chain of 2 bones or more and the Robust method",
-        )
-        pole_angle: FloatProperty(
-            name="Pole Angle", default=0.0, subtype="ANGLE", unit="ROTATION",
-            soft_min=-3.14159265, soft_max=3.14159265,
-            description="Turns the chain's bend about the line from its first bone to the "
-            "target",
-        )
+        chain_length: IntProperty(**CHAIN_LENGTH)
+        pole_target: PointerProperty(poll=_not_the_armature, **POLE_TARGET)
+        pole_angle: FloatProperty(**POLE_ANGLE)
 
 
 class DHIK_PG_settings(bpy.types.PropertyGroup):
@@ -176,23 +182,9 @@ class DHIK_PG_settings(bpy.types.PropertyGroup):
             description="Weight of the effector's orientation error (0: position only, like "
             "Blender's IK constraint without Rotation; other than 1 needs the Robust method)",
         )
-        chain_length: IntProperty(
-            name="Chain Length", default=0, min=0, soft_max=20,
-            description="How many bones, ending at the effector, the IK may move (0: all up "
-            "to the root, as Blender's IK constraint counts). Bones above keep their own "
-            "animation and carry the chain",
-        )
-        pole_target: PointerProperty(
-            name="Pole Target", type=bpy.types.Object, poll=_not_armature,
-            description="Object the chain bends toward (like the pole of Blender's IK "
-            "constraint); needs a chain of 2 bones or more and the Robust method",
-        )
-        pole_angle: FloatProperty(
-            name="Pole Angle", default=0.0, subtype="ANGLE", unit="ROTATION",
-            soft_min=-3.14159265, soft_max=3.14159265,
-            description="Turns the chain's bend about the line from its first bone to the "
-            "target",
-        )
+        chain_length: IntProperty(**CHAIN_LENGTH)
+        pole_target: PointerProperty(poll=_not_armature, **POLE_TARGET)
+        pole_angle: FloatProperty(**POLE_ANGLE)
         method: EnumProperty(
             name="Method", items=METHOD_ITEMS, default="robust",
             description="The solver of every frame",

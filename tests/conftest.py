@@ -11,8 +11,12 @@
 from __future__ import annotations
 
 import os
+import sys
+from pathlib import Path
 
 from hypothesis import HealthCheck, settings
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # tests/fixtures.py
 
 settings.register_profile(
     "ci", derandomize=True, database=None, deadline=None, print_blob=True,

@@ -445,27 +445,34 @@ class CompiledKinematics:
                 above.add(k)
                 k = self._parents[k]
             self._ancestors[target] = above
-        px, py, pz = f.P[target]
+        point = f.P[target]
         cols: list[Vec3] = [ZERO] * self.n
         for c in range(self.n):
-            kind, i, ax, axis = self._col_info[c]
-            if i not in above and not (i == target and kind == PRISMATIC):
-                continue
-            r = f.V[c] if kind == VIRTUAL else f.R[i]
-            if ax >= 0:
-                zx, zy, zz = r[ax], r[3 + ax], r[6 + ax]
-            else:
-                a0, a1, a2 = axis
-                zx = r[0] * a0 + r[1] * a1 + r[2] * a2
-                zy = r[3] * a0 + r[4] * a1 + r[5] * a2
-                zz = r[6] * a0 + r[7] * a1 + r[8] * a2
-            if kind == PRISMATIC:
-                cols[c] = (zx, zy, zz)
-            else:
-                jx, jy, jz = f.P[i]
-                dx, dy, dz = px - jx, py - jy, pz - jz
-                cols[c] = (zy * dz - zz * dy, zz * dx - zx * dz, zx * dy - zy * dx)
+            kind, i = self._col_info[c][:2]
+            if i in above or (i == target and kind == PRISMATIC):
+                col = self._column(c, point)
+                cols[c] = (col[0], col[1], col[2])
         return cols
+
+    def _column(self, c: int, point: Vec3) -> tuple[float, float, float, float, float, float]:
+        """Column ``c``'s world twist at ``point`` (m): ``[linear (m/unit); angular
+        (rad/unit)]``; a slider's angular part is 0. FK must be current. (``jacobian_columns``
+        writes the same inline: it runs once per solver iteration.)"""
+        f = self._frames
+        kind, i, ax, axis = self._col_info[c]
+        r = f.V[c] if kind == VIRTUAL else f.R[i]
+        if ax >= 0:
+            zx, zy, zz = r[ax], r[3 + ax], r[6 + ax]
+        else:
+            a0, a1, a2 = axis
+            zx = r[0] * a0 + r[1] * a1 + r[2] * a2
+            zy = r[3] * a0 + r[4] * a1 + r[5] * a2
+            zz = r[6] * a0 + r[7] * a1 + r[8] * a2
+        if kind == PRISMATIC:
+            return (zx, zy, zz, 0.0, 0.0, 0.0)
+        jx, jy, jz = f.P[i]
+        dx, dy, dz = point[0] - jx, point[1] - jy, point[2] - jz
+        return (zy * dz - zz * dy, zz * dx - zx * dz, zx * dy - zy * dx, zx, zy, zz)
 
     # -- FK ---------------------------------------------------------------------------
     def touch(self) -> None:

@@ -16,16 +16,8 @@ from typing import Any
 import bpy
 import numpy as np
 from addon_helpers import write_json
+from fixtures import SPINE_ARM as ARM
 
-ARM = {"root_name": "Root", "joints": [
-    {"name": "Root", "type": "fixed", "offset": [0, 0, 0], "parent": None},
-    {"name": "Spine", "type": "revolute", "offset": [0, 0, 0.5], "parent": "Root",
-     "axis": [0, 0, 1]},
-    {"name": "Shoulder", "type": "spherical", "offset": [0.2, 0, 0.5], "parent": "Spine"},
-    {"name": "Elbow", "type": "revolute", "offset": [0.3, 0, 0], "parent": "Shoulder",
-     "axis": [0, 0, 1], "limits": [0.05, 2.5]},
-    {"name": "Hand", "type": "fixed", "offset": [0.3, 0, 0], "parent": "Elbow"},
-]}
 FRAMES = list(range(11))
 
 

@@ -19,6 +19,7 @@ from addon_helpers import (
     two_arm_poses,
     write_json,
 )
+from fixtures import SPINE_ARM
 from mathutils import Matrix
 
 FRAMES = range(0, 13)
@@ -340,16 +341,6 @@ def test_unregister_removes_every_handler(addon, mixed_files):
     assert _handlers(addon) == ["load_post"]
 
 
-# An arm on a spine that has its own keys (as tests/addon/test_chain_pole.py builds it).
-SPINE_ARM = {"root_name": "Root", "joints": [
-    {"name": "Root", "type": "fixed", "offset": [0, 0, 0], "parent": None},
-    {"name": "Spine", "type": "revolute", "offset": [0, 0, 0.5], "parent": "Root",
-     "axis": [0, 0, 1]},
-    {"name": "Shoulder", "type": "spherical", "offset": [0.2, 0, 0.5], "parent": "Spine"},
-    {"name": "Elbow", "type": "revolute", "offset": [0.3, 0, 0], "parent": "Shoulder",
-     "axis": [0, 0, 1], "limits": [0.05, 2.5]},
-    {"name": "Hand", "type": "fixed", "offset": [0.3, 0, 0], "parent": "Elbow"},
-]}
 
 
 def test_chain_length_and_pole_as_the_bake(addon, core, tmp_path):

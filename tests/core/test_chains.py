@@ -18,19 +18,10 @@ from dhik.model.compiled import CompiledKinematics
 from dhik.model.skeleton import Skeleton
 from dhik.rotations import intrinsic_xyz_to_quat
 from dhik.solver.settings import SolverSettings
+from fixtures import SPINE_ARM as ARM
 
 TIGHT = SolverSettings(200, 1e-6, 1e-5)
 
-# a spine that turns, a ball shoulder, a hinged elbow and a hand: Blender's arm chain
-ARM = {"root_name": "Root", "joints": [
-    {"name": "Root", "type": "fixed", "offset": [0, 0, 0], "parent": None},
-    {"name": "Spine", "type": "revolute", "offset": [0, 0, 0.5], "parent": "Root",
-     "axis": [0, 0, 1]},
-    {"name": "Shoulder", "type": "spherical", "offset": [0.2, 0, 0.5], "parent": "Spine"},
-    {"name": "Elbow", "type": "revolute", "offset": [0.3, 0, 0], "parent": "Shoulder",
-     "axis": [0, 0, 1], "limits": [0.05, 2.5]},
-    {"name": "Hand", "type": "fixed", "offset": [0.3, 0, 0], "parent": "Elbow"},
-]}
 FRAMES = range(25)
 
 
