@@ -516,6 +516,16 @@ class BatchResult:
         }
 
 
+def _submit(executor: cf.Executor, futures: dict[cf.Future, Job], held: list[Job],
+            job_fn: Callable[[Job, str], JobResult], job: Job, outdir: str) -> None:
+    """Submit ``job``; if the pool is broken, keep it in ``held`` and re-raise."""
+    try:
+        futures[executor.submit(job_fn, job, outdir)] = job
+    except cf.BrokenExecutor:
+        held.append(job)
+        raise
+
+
 def run_jobs(
     jobs: Sequence[Job],
     outdir: str,
@@ -560,12 +570,14 @@ def run_jobs(
         broken: list[Job] = []
         queue = iter(round_jobs)
         futures: dict[cf.Future, Job] = {}
+        held: list[Job] = []  # taken from the queue, but the pool broke on its submit
         executor, window = make_executor(1 if alone else len(round_jobs))
         window = 1 if alone else window
+
         with executor:
             try:
                 for job in itertools.islice(queue, window):
-                    futures[executor.submit(job_fn, job, outdir)] = job
+                    _submit(executor, futures, held, job_fn, job, outdir)
                 while futures:
                     done, _ = cf.wait(futures, return_when=cf.FIRST_COMPLETED)
                     for fut in done:
@@ -581,7 +593,7 @@ def run_jobs(
                         tick()
                         if not broken:  # a broken pool takes no more jobs
                             for nxt in itertools.islice(queue, 1):
-                                futures[executor.submit(job_fn, nxt, outdir)] = nxt
+                                _submit(executor, futures, held, job_fn, nxt, outdir)
             except cf.BrokenExecutor:  # broke while a job was being submitted
                 broken.extend(futures.values())
                 futures.clear()
@@ -594,7 +606,7 @@ def run_jobs(
                 if fut.done() and not fut.cancelled() and fut.exception() is None:
                     results[job.name] = fut.result()
             break
-        unsubmitted = list(queue)
+        unsubmitted = held + list(queue)
         if alone:
             for job in broken:
                 tries[job.name] += 1
