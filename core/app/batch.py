@@ -541,8 +541,9 @@ def run_jobs(
     breaks), the jobs that were in flight run again one at a time in fresh pools, so the
     one that kills its worker :data:`ATTEMPTS` times alone is recorded as failed and the
     others are baked. At most ``window`` jobs (from the factory) are submitted at once.
-    Ctrl-C cancels the jobs not started, lets the running ones finish (their files are
-    whole), and returns with ``interrupted`` set.
+    Ctrl-C cancels every job not finished (a pool cannot cancel its running jobs: they
+    finish, whole files) and returns with ``interrupted`` set; then, once no worker of
+    ours runs, :func:`settle_interrupted`.
     """
     start = time.perf_counter()
     outdir = os.path.abspath(outdir)
