@@ -24,7 +24,7 @@ from ..errors import DhikError
 from ..model.compiled import CompiledKinematics
 from ..model.methods import METHODS
 from ..model.skeleton import Skeleton
-from ..rotations import matrix_to_rotvec
+from ..rotations import matrix_to_rotvec, quat_normalize, quat_to_euler_xyz
 from ..solver.dls_compiled import solve_spec
 from ..solver.kinematics import FrameTargets, Kinematics, Pole
 from ..solver.robust import RobustOptions, solve_trajectory
@@ -331,6 +331,24 @@ def _xyz(v: Sequence[float]) -> tuple[float, float, float]:
     return float(v[0]), float(v[1]), float(v[2])
 
 
+def _full_entry(entry: Mapping[str, Any], where: str) -> dict[str, Any]:
+    """A driven joint's SPEC 3.3 entry with every field: a spherical joint's unit
+    quaternion ``[w, x, y, z]`` and its XYZ Euler angles (rad) from it (DhikError when a
+    value is missing or not finite)."""
+    field_name = {"revolute": "angle", "prismatic": "displacement"}.get(entry["type"])
+    if field_name is not None:
+        value = entry.get(field_name)
+        if not isinstance(value, int | float) or not math.isfinite(value):
+            raise DhikError(f"{where}: needs a finite {field_name!r}")
+        return dict(entry)
+    q = np.asarray(entry.get("quaternion", ()), dtype=float)
+    if q.shape != (4,) or not np.all(np.isfinite(q)) or not 1e-12 < float(q @ q) < 1e300:
+        raise DhikError(f"{where}: needs a non-zero finite 'quaternion' [w, x, y, z]")
+    q = quat_normalize(q)
+    return {"type": "spherical", "euler": [float(v) for v in quat_to_euler_xyz(q)],
+            "quaternion": [float(v) for v in q]}
+
+
 def _held(track: Sequence[tuple[int, Any]], numbers: list[int]) -> list[Any]:
     """Per frame of ``numbers`` the value of ``track`` (``(frame, value)`` pairs) at the
     latest frame at or before it; the first value before the first frame."""
@@ -378,6 +396,10 @@ def _frame_extras(
             if entry.get("type") not in want:
                 raise DhikError(f"driven values, frame {frame}: joint {name!r} is not "
                                 f"{entry.get('type')!r}")
+    if driven:  # whole SPEC 3.3 entries: a spherical value may come as a quaternion alone
+        driven = [(frame, {name: _full_entry(e, f"driven values, frame {frame}: joint "
+                                                f"{name!r}") for name, e in entries.items()})
+                  for frame, entries in driven]
     values = _held(driven, numbers) if driven else [None] * len(numbers)
     poles = [
         None if t.pole is None else [Pole(_xyz(pos), t.pole_angle)

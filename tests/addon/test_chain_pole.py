@@ -31,8 +31,10 @@ def _fcurves(ob: bpy.types.Object) -> dict[tuple[str, int], list[tuple[float, fl
             for fc in curves}
 
 
-def _scene(tmp_path: Path, core: Any) -> tuple[bpy.types.Object, bpy.types.Object, dict]:
-    """The arm with keys on its spine, and an empty the hand can reach on every frame."""
+def _scene(tmp_path: Path, core: Any, shoulder: bool = True
+           ) -> tuple[bpy.types.Object, bpy.types.Object, dict]:
+    """The arm with keys on its spine, and an empty the hand can reach on every frame (by
+    shoulder and elbow, or with ``shoulder=False`` by the elbow alone)."""
     assert bpy.ops.dhik.import_skeleton(
         filepath=str(write_json(tmp_path / "skeleton.json", ARM))) == {"FINISHED"}
     ob = bpy.context.scene.dhik.armature
@@ -55,9 +57,9 @@ def _scene(tmp_path: Path, core: Any) -> tuple[bpy.types.Object, bpy.types.Objec
     keys = []
     for f in FRAMES:
         skel.reset()
+        turn = [0.1, 0.2 + 0.02 * f, 0.3] if shoulder else [0.0, 0.0, 0.0]
         skel.set_joint_values({"Spine": spine_values[f], "Shoulder": {
-            "type": "spherical", "quaternion": list(core.rotations.euler_xyz_to_quat(
-                [0.1, 0.2 + 0.02 * f, 0.3]))},
+            "type": "spherical", "quaternion": list(core.rotations.euler_xyz_to_quat(turn))},
             "Elbow": {"type": "revolute", "angle": 0.8 + 0.03 * f}})
         m = skel.world_transforms()["Hand"]
         keys.append({"frame": f, "pos": [float(v) for v in m[:3, 3]], "euler": [
@@ -97,6 +99,27 @@ def test_chain_length_keeps_the_spine_animation(tmp_path, core) -> None:
         want = np.array(target.matrix_world.translation, dtype=float)
         assert np.linalg.norm(after[f][0] - want) < 1e-5, f  # the hand is on target
         assert np.allclose(after[f][1], pose_before[f][1], atol=1e-6)  # spine as animated
+
+
+def test_chain_length_two_moves_the_elbow_alone(tmp_path, core) -> None:
+    """Two bones (hand, elbow): the shoulder keeps its rest pose and gets no keys, the
+    spine its own keys, and the elbow alone puts the hand on a target it can reach."""
+    ob, target, _ = _scene(tmp_path, core, shoulder=False)
+    s = bpy.context.scene.dhik
+    s.chain_length = 2
+    spine_before = {k: v for k, v in _fcurves(ob).items() if "Spine" in k[0]}
+    assert bpy.ops.dhik.bake() == {"FINISHED"}
+    assert s.result_converged == len(FRAMES)
+    curves = _fcurves(ob)
+    assert {k[0].split('"')[1] for k in curves} == {"Spine", "Elbow"}
+    assert {k: v for k, v in curves.items() if "Spine" in k[0]} == spine_before
+    for f in FRAMES:
+        bpy.context.scene.frame_set(f)
+        shoulder = ob.pose.bones["Shoulder"]
+        assert np.allclose(np.array(shoulder.matrix_basis, dtype=float), np.eye(4), atol=1e-7)
+        want = np.array(target.matrix_world.translation, dtype=float)
+        hand = np.array(ob.matrix_world @ ob.pose.bones["Hand"].head, dtype=float)
+        assert np.linalg.norm(hand - want) < 1e-5, f
 
 
 def test_chain_length_zero_moves_the_spine(tmp_path, core) -> None:

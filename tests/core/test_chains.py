@@ -245,3 +245,30 @@ def test_driven_values_of_unknown_joints_are_refused(tmp_path, capsys) -> None:
     assert main(["bake", skel, targets, "-o", str(tmp_path / "a.json"), "--chain-length", "3",
                  "--driven", str(tmp_path / "bad.json")]) == 2
     assert "no joint 'Knee'" in capsys.readouterr().err
+
+
+def test_driven_spherical_values_may_come_as_a_quaternion_alone() -> None:
+    """A driven ball joint given by its quaternion only (as the add-on reads a bone's
+    channel) is baked with its XYZ Euler angles too, the quaternion normalised."""
+    targets = hand_targets()[:2]
+    q = intrinsic_xyz_to_quat(0.1, 0.2, 0.3)
+    driven = [(0, {"Shoulder": {"type": "spherical", "quaternion": list(2.0 * q)}})]
+    result = simulate(arm(), [EffectorTrack("Hand", targets, 1.0, 0.0, chain_length=2)],
+                      settings=TIGHT, method="robust", driven=driven)
+    entry = result.frames[1]["joints"]["Shoulder"]
+    assert np.allclose(entry["quaternion"], q, atol=1e-12)
+    from scipy.spatial.transform import Rotation
+
+    want = Rotation.from_quat([q[1], q[2], q[3], q[0]]).as_euler("xyz")
+    assert np.allclose(entry["euler"], want, atol=1e-9)
+
+
+@pytest.mark.parametrize("entry, message", [
+    ({"type": "spherical", "quaternion": [0.0, 0.0, 0.0, 0.0]}, "non-zero finite"),
+    ({"type": "spherical"}, "non-zero finite"),
+    ({"type": "spherical", "quaternion": [1.0, math.nan, 0.0, 0.0]}, "non-zero finite"),
+])
+def test_bad_driven_values_are_one_clear_error(entry: dict, message: str) -> None:
+    with pytest.raises(DhikError, match=message):
+        simulate(arm(), [EffectorTrack("Hand", hand_targets()[:2], chain_length=2)],
+                 method="robust", driven=[(0, {"Shoulder": entry})])
