@@ -20,3 +20,24 @@ SPINE_ARM: dict[str, Any] = {"root_name": "Root", "joints": [
      "axis": [0, 0, 1], "limits": [0.05, 2.5]},
     {"name": "Hand", "type": "fixed", "offset": [0.3, 0, 0], "parent": "Elbow"},
 ]}
+
+# A planar two-link arm whose root is its shoulder: z axis, 1 m and 0.8 m links.
+PLANAR: dict[str, Any] = {"root_name": "Shoulder", "joints": [
+    {"name": "Shoulder", "type": "revolute", "parent": None, "offset": [0.1, 0.2, 0.3],
+     "axis": [0, 0, 1], "limits": [-2.5, 2.5]},
+    {"name": "Elbow", "type": "revolute", "parent": "Shoulder", "offset": [1.0, 0, 0],
+     "axis": [0, 0, 1], "limits": [-2.6, 2.6]},
+    {"name": "Hand", "type": "fixed", "parent": "Elbow", "offset": [0.8, 0, 0]}]}
+
+# A SCARA: revolute shoulder (root) and elbow about z, a prismatic quill along -z, a
+# revolute wrist about z, and a tool 0.1 m below it.
+SCARA: dict[str, Any] = {"root_name": "Shoulder", "joints": [
+    {"name": "Shoulder", "type": "revolute", "parent": None, "offset": [0, 0, 0.5],
+     "axis": [0, 0, 1], "limits": [-2.8, 2.8]},
+    {"name": "Elbow", "type": "revolute", "parent": "Shoulder", "offset": [0.4, 0, 0],
+     "axis": [0, 0, 1], "limits": [-2.5, 2.5]},
+    {"name": "Quill", "type": "prismatic", "parent": "Elbow", "offset": [0.3, 0, 0],
+     "axis": [0, 0, -1], "limits": [0.0, 0.3]},
+    {"name": "Wrist", "type": "revolute", "parent": "Quill", "offset": [0, 0, 0],
+     "axis": [0, 0, 1], "limits": [-3.0, 3.0]},
+    {"name": "Tool", "type": "fixed", "parent": "Wrist", "offset": [0, 0, -0.1]}]}

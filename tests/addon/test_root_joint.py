@@ -12,24 +12,7 @@ import bpy
 import numpy as np
 import pytest
 from addon_helpers import blender_joint_worlds, export_skeleton, write_json
-
-PLANAR: dict[str, Any] = {"root_name": "Shoulder", "joints": [
-    {"name": "Shoulder", "type": "revolute", "parent": None, "offset": [0.1, 0.2, 0.3],
-     "axis": [0, 0, 1], "limits": [-2.5, 2.5]},
-    {"name": "Elbow", "type": "revolute", "parent": "Shoulder", "offset": [1.0, 0, 0],
-     "axis": [0, 0, 1], "limits": [-2.6, 2.6]},
-    {"name": "Hand", "type": "fixed", "parent": "Elbow", "offset": [0.8, 0, 0]}]}
-
-SCARA: dict[str, Any] = {"root_name": "Shoulder", "joints": [
-    {"name": "Shoulder", "type": "revolute", "parent": None, "offset": [0, 0, 0.5],
-     "axis": [0, 0, 1], "limits": [-2.8, 2.8]},
-    {"name": "Elbow", "type": "revolute", "parent": "Shoulder", "offset": [0.4, 0, 0],
-     "axis": [0, 0, 1], "limits": [-2.5, 2.5]},
-    {"name": "Quill", "type": "prismatic", "parent": "Elbow", "offset": [0.3, 0, 0],
-     "axis": [0, 0, -1], "limits": [0.0, 0.3]},
-    {"name": "Wrist", "type": "revolute", "parent": "Quill", "offset": [0, 0, 0],
-     "axis": [0, 0, 1], "limits": [-3.0, 3.0]},
-    {"name": "Tool", "type": "fixed", "parent": "Wrist", "offset": [0, 0, -0.1]}]}
+from fixtures import PLANAR, SCARA
 
 # joint values along each skeleton's path (one pose every 6 frames, linear between them)
 PATHS = {
