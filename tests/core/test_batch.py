@@ -365,14 +365,18 @@ def test_a_crashing_job_is_recorded_and_the_others_go_on(job_fn, tmp_path: Path)
     assert not (tmp_path / "bad").exists()
 
 
-def slow_manifest(tmp_path: Path, n: int) -> Path:
-    """``n`` jobs of spec_example (unreachable targets: about a second each)."""
-    scene = SCENES / "spec_example"
+def slow_manifest(tmp_path: Path, n: int) -> tuple[Path, Path, Path]:
+    """``n`` jobs of arm7 whose keyframes are 100 frames apart (23,901 frames: a second
+    or more each, whatever the machine's speed): manifest, skeleton, targets."""
+    skeleton = SCENES / "arm7" / "skeleton.json"
+    keys = json.loads((SCENES / "arm7" / "targets.json").read_text())
+    targets = tmp_path / "slow_targets.json"
+    targets.write_text(json.dumps([{**k, "frame": 100 * k["frame"]} for k in keys]))
     path = tmp_path / "slow.json"
     path.write_text(json.dumps({"jobs": [
-        {"name": f"j{i}", "skeleton": str(scene / "skeleton.json"),
-         "targets": str(scene / "targets.json")} for i in range(n)]}))
-    return path
+        {"name": f"j{i}", "skeleton": str(skeleton), "targets": str(targets)}
+        for i in range(n)]}))
+    return path, skeleton, targets
 
 
 @pytest.mark.parametrize("extra", [["--workers", "1"], ["--scheduler", "local", "--workers", "2"]],
@@ -381,9 +385,8 @@ def test_ctrl_c_keeps_finished_jobs_and_leaves_no_partial_file(extra: list[str],
                                                                tmp_path: Path) -> None:
     if "local" in extra:
         pytest.importorskip("distributed")
-    manifest, out = slow_manifest(tmp_path, 12), tmp_path / "out"
-    ref, _ = dhik_bake(tmp_path / "ref", SCENES / "spec_example/skeleton.json",
-                       SCENES / "spec_example/targets.json")
+    (manifest, skeleton, targets), out = slow_manifest(tmp_path, 12), tmp_path / "out"
+    ref, _ = dhik_bake(tmp_path / "ref", skeleton, targets)
     proc = subprocess.Popen([*DHIK, "bake-many", str(manifest), "-o", str(out), *extra],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 120
