@@ -365,6 +365,10 @@ def test_a_crashing_job_is_recorded_and_the_others_go_on(job_fn, tmp_path: Path)
     assert not (tmp_path / "bad").exists()
 
 
+def _default_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def slow_manifest(tmp_path: Path, n: int) -> tuple[Path, Path, Path]:
     """``n`` jobs of arm7 whose keyframes are 100 frames apart (23,901 frames: a second
     or more each, whatever the machine's speed): manifest, skeleton, targets."""
@@ -387,8 +391,11 @@ def test_ctrl_c_keeps_finished_jobs_and_leaves_no_partial_file(extra: list[str],
         pytest.importorskip("distributed")
     (manifest, skeleton, targets), out = slow_manifest(tmp_path, 12), tmp_path / "out"
     ref, _ = dhik_bake(tmp_path / "ref", skeleton, targets)
+    # Ctrl-C on a terminal: SIGINT at its default in the batch (a test run started as a
+    # background job inherits it ignored, and Python then keeps ignoring it)
     proc = subprocess.Popen([*DHIK, "bake-many", str(manifest), "-o", str(out), *extra],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=_default_sigint)
     deadline = time.monotonic() + 120
     while not list(out.glob("*/.dhik-job.json")):  # a job has finished
         if proc.poll() is not None or time.monotonic() > deadline:
