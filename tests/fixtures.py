@@ -6,6 +6,9 @@
 
 from __future__ import annotations
 
+import os
+import pty
+import subprocess
 from typing import Any
 
 # An arm on a spine: a revolute spine (world Z), a ball shoulder, a hinged elbow (world Z,
@@ -41,3 +44,24 @@ SCARA: dict[str, Any] = {"root_name": "Shoulder", "joints": [
     {"name": "Wrist", "type": "revolute", "parent": "Quill", "offset": [0, 0, 0],
      "axis": [0, 0, 1], "limits": [-3.0, 3.0]},
     {"name": "Tool", "type": "fixed", "parent": "Wrist", "offset": [0, 0, -0.1]}]}
+
+
+def run_on_terminal(args: list[str], stream: str) -> tuple[subprocess.CompletedProcess, str]:
+    """Run ``args`` with ``stream`` ("stdout" or "stderr") on a pseudo-terminal and the
+    other one piped (text); the finished process and what the terminal showed."""
+    master, slave = pty.openpty()
+    other = "stderr" if stream == "stdout" else "stdout"
+    proc = subprocess.run(args, **{stream: slave, other: subprocess.PIPE}, text=True,
+                          check=False)
+    os.close(slave)
+    chunks = []
+    while True:
+        try:
+            data = os.read(master, 4096)
+        except OSError:
+            break
+        if not data:
+            break
+        chunks.append(data)
+    os.close(master)
+    return proc, b"".join(chunks).decode()

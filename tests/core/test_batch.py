@@ -24,6 +24,7 @@ import pytest
 from dhik.app import batch
 from dhik.app.batch import Job, JobResult, bake_job, pool_factory, run_jobs
 from dhik.app.cli import main
+from fixtures import run_on_terminal
 
 ROOT = Path(__file__).resolve().parents[2]
 SCENES = ROOT / "sample_scenes"
@@ -474,23 +475,8 @@ def test_scheduler_local_starts_a_local_cluster(tmp_path: Path, capsys) -> None:
 
 
 def test_progress_bar_over_jobs_on_a_terminal_only(clips: Path, tmp_path: Path) -> None:
-    import pty
-
     args = [*DHIK, "bake-many", str(clips), "-o", str(tmp_path / "out"), "--workers", "2"]
-    master, slave = pty.openpty()
-    proc = subprocess.run(args, stdout=subprocess.PIPE, stderr=slave, text=True, check=False)
-    os.close(slave)
-    chunks = []
-    while True:
-        try:
-            data = os.read(master, 4096)
-        except OSError:
-            break
-        if not data:
-            break
-        chunks.append(data)
-    os.close(master)
-    shown = b"".join(chunks).decode()
+    proc, shown = run_on_terminal(args, "stderr")
     assert proc.returncode == 0
     assert "100% job 3/3" in shown and "\r" in shown  # the bar, on the terminal (stderr)
     assert proc.stdout.startswith("dhik bake-many: 3 jobs: 3 done")

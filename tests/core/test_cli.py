@@ -15,6 +15,7 @@ from dhik.app.formats import load_animation, load_skeleton, load_targets
 from dhik.app.trajectory import interpolate_keyframes
 from dhik.model.skeleton import Skeleton
 from dhik.solver.dls import pose_error
+from fixtures import run_on_terminal
 
 ROOT = Path(__file__).resolve().parents[2]
 SCENES = ROOT / "sample_scenes"
@@ -167,24 +168,9 @@ def test_console_script_and_python_m(tmp_path: Path) -> None:
 
 
 def test_progress_bar_only_on_a_terminal(tmp_path: Path) -> None:
-    import pty
-
-    master, slave = pty.openpty()
     args = [sys.executable, "-m", "dhik", "bake", str(SCENES / "planar2/skeleton.json"),
             str(SCENES / "planar2/targets.json"), "-o", str(tmp_path / "a.json")]
-    proc = subprocess.run(args, stdout=slave, stderr=subprocess.PIPE, check=False)
-    os.close(slave)
-    chunks = []
-    while True:
-        try:
-            data = os.read(master, 4096)
-        except OSError:
-            break
-        if not data:
-            break
-        chunks.append(data)
-    os.close(master)
-    shown = b"".join(chunks).decode()
+    proc, shown = run_on_terminal(args, "stdout")
     assert proc.returncode == 0
     assert "100% frame 120/120" in shown and "\r" in shown
     assert shown.rstrip().splitlines()[-1].strip().endswith("s")  # the summary line last
