@@ -102,15 +102,17 @@ def main() -> None:
             rate, rates, frames = timed(jobs, out, batch.pool_factory(workers), args.repeats)
             rows.append(("process pool", workers, rate, rates))
         try:
+            import dask
             from distributed import Client, LocalCluster
         except ImportError:
             print("(no LocalCluster rows: pip install 'dhik[cluster]')")
         else:
             for workers in (1, 2):
-                with LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
-                                  dashboard_address="127.0.0.1:0",
-                                  scheduler_kwargs={"dashboard": False},
-                                  silence_logs=logging.ERROR) as cluster, \
+                with dask.config.set(batch.LOCAL_CLUSTER_CONFIG), \
+                        LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
+                                     dashboard_address="127.0.0.1:0",
+                                     scheduler_kwargs={"dashboard": False},
+                                     silence_logs=logging.ERROR) as cluster, \
                         Client(cluster) as client:
                     def factory(n: int, c: Client = client) -> tuple[object, int]:
                         return c.get_executor(pure=False), n
