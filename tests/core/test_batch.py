@@ -474,6 +474,22 @@ def test_scheduler_local_starts_a_local_cluster(tmp_path: Path, capsys) -> None:
     assert code == 2 and "--workers" in err and len(err.splitlines()) == 1
 
 
+def test_scheduler_local_runs_its_workers_with_the_light_configuration() -> None:
+    """Our LocalCluster's workers have no sampling profiler and slow monitors: CPU the
+    jobs get on a machine whose cores the workers and the scheduler share."""
+    pytest.importorskip("distributed")
+    import dask
+
+    keys = list(batch.LOCAL_CLUSTER_CONFIG)
+    assert dask.config.get("distributed.worker.profile.enabled") is True  # the default
+    with batch.dask_factory("local", 1, 1) as factory:
+        executor, window = factory(3)
+        seen = [executor.submit(dask.config.get, key).result(timeout=60) for key in keys]
+    assert window == 3
+    assert seen == [batch.LOCAL_CLUSTER_CONFIG[k] for k in keys]
+    assert dask.config.get("distributed.worker.profile.enabled") is True  # left as it was
+
+
 def test_progress_bar_over_jobs_on_a_terminal_only(clips: Path, tmp_path: Path) -> None:
     args = [*DHIK, "bake-many", str(clips), "-o", str(tmp_path / "out"), "--workers", "2"]
     proc, shown = run_on_terminal(args, "stderr")
