@@ -11,9 +11,8 @@ effectors at once; the default of the CLI and the add-on).
 from __future__ import annotations
 
 import math
-import statistics
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, overload
 
@@ -27,7 +26,7 @@ from ..model.skeleton import Skeleton
 from ..rotations import matrix_to_rotvec, quat_normalize, quat_to_euler_xyz
 from ..solver.dls_compiled import solve_spec
 from ..solver.kinematics import FrameTargets, Kinematics, Pole
-from ..solver.robust import RobustOptions, solve_trajectory
+from ..solver.robust import RobustOptions, trajectory_frames
 from ..solver.settings import SolverSettings
 from .formats import AnimationColumns, ColumnFrames
 from .trajectory import TargetTable
@@ -220,19 +219,30 @@ def simulate(
     if method == "spec":
         if any((t.pos_weight, t.rot_weight) != (1.0, 1.0) for t in tracks):
             raise DhikError("effector weights need --method robust")
-        solved = _solve_spec_frames(model, per_frame, settings, warm_start, progress)
+        solved: Iterator[tuple[object, Any]] = _solve_spec_frames(
+            model, per_frame, settings, warm_start, progress)
     else:
         weights = [(t.pos_weight, t.rot_weight) for t in tracks]
-        solved = [(f.state, f.result) for f in solve_trajectory(
+        solved = ((f.state, f.result) for f in trajectory_frames(
             model, per_frame, settings, weights=weights, options=options,
-            cold_start=not warm_start, progress=progress)]
+            cold_start=not warm_start, progress=progress))
     fixed = skeleton.joint_values()  # the T-pose: joints off the paths keep it
     kinds = [entry["type"] for entry in fixed.values()]
-    columns: list[Any] = []  # every frame's joint values, flat (file order)
-    add, extend = columns.append, columns.extend
-    rec: list[Any] = []  # every frame's converged, iterations, errors
-    per_all: list[float] = []
-    for frame_targets, (state, res) in zip(per_frame, solved, strict=True):
+    count = len(numbers)
+    width = sum(AnimationColumns.WIDTH[k] for k in kinds)
+    # every frame's joint values (file order), converged, iterations and errors: arrays
+    # filled as the frames come (a long bake holds no per-frame objects)
+    values_out = np.empty((count, width))
+    converged = np.empty(count, dtype=bool)
+    iterations = np.empty(count, dtype=np.int64)
+    errors = np.empty((count, 2))
+    per_effector = np.empty((count, len(names), 2))
+    state: object = None
+    row: list[float] = []
+    add, extend = row.append, row.extend
+    done = 0
+    for i, (state, res) in enumerate(solved):
+        frame_targets = per_frame[i]
         per = getattr(res, "effector_errors", None)
         if not per and len(names) == 1:  # one effector: the result's errors are its own
             per = [(res.position_error, res.orientation_error)]
@@ -240,13 +250,15 @@ def simulate(
             model.restore(state)
             model.update()
             per = _effector_errors(model, frame_targets)
-        rec.extend((res.converged, res.iterations, res.position_error, res.orientation_error))
-        for pe, oe in per:
-            per_all.extend((pe, oe))
+        converged[i] = res.converged
+        iterations[i] = res.iterations
+        errors[i] = (res.position_error, res.orientation_error)
+        per_effector[i] = per
         values = model.joint_values(state)  # from the saved state: no FK, no joint objects
         frame_driven = getattr(frame_targets, "driven", None)
         if frame_driven:
             values = {**frame_driven, **values}
+        row.clear()
         for (name, entry), kind in zip(fixed.items(), kinds, strict=True):
             e = values.get(name, entry)
             if kind == "revolute":
@@ -256,17 +268,15 @@ def simulate(
             else:
                 extend(e["euler"])
                 extend(e["quaternion"])
-    count = len(numbers)
+        values_out[i] = row
+        done = i + 1
+    if done != count:  # the solvers give one result per frame
+        raise RuntimeError(f"{done} frames solved of {count}")
     frame_numbers = np.array(numbers, dtype=np.int64)
-    table = np.array(rec, dtype=object).reshape(count, 4)
-    records = RecordTable(frame_numbers, table[:, 0].astype(bool), table[:, 1].astype(np.int64),
-                          table[:, 2:].astype(float),
-                          np.array(per_all, dtype=float).reshape(count, len(names), 2), names)
-    width = sum(AnimationColumns.WIDTH[k] for k in kinds)
-    anim = AnimationColumns(frame_numbers, list(fixed), kinds,
-                            np.array(columns, dtype=float).reshape(count, width))
-    if solved:
-        model.restore(solved[-1][0])
+    records = RecordTable(frame_numbers, converged, iterations, errors, per_effector, names)
+    anim = AnimationColumns(frame_numbers, list(fixed), kinds, values_out)
+    if state is not None:
+        model.restore(state)
         model.update()
     last_driven = getattr(per_frame[-1], "driven", None) if per_frame else None
     if last_driven:
@@ -283,9 +293,9 @@ def _solve_spec_frames(
     settings: SolverSettings,
     warm_start: bool,
     progress: Progress | None,
-) -> list[tuple[object, Any]]:
-    """SPEC 5.4 on every frame (stacked errors for several effectors): (state, result)."""
-    out = []
+) -> Iterator[tuple[object, Any]]:
+    """SPEC 5.4 on every frame (stacked errors for several effectors): (state, result),
+    one frame at a time."""
     for i, frame_targets in enumerate(per_frame):
         if not warm_start:
             model.reset()
@@ -293,10 +303,9 @@ def _solve_spec_frames(
             model.drive(frame_targets.driven)  # type: ignore[attr-defined]
         target = frame_targets[0] if len(frame_targets) == 1 else list(frame_targets)
         res = solve_spec(model, target, settings)
-        out.append((model.save(), res))
+        yield model.save(), res
         if progress is not None:
             progress(i + 1, len(per_frame))
-    return out
 
 
 def _as_tracks(
@@ -475,17 +484,17 @@ def summary_line(result: BakeResult) -> str:
     n = len(recs)
     if n == 0:
         return "dhik bake: 0 frames"
-    if isinstance(recs, RecordTable):
-        pe, oe = recs.errors[:, 0].tolist(), recs.errors[:, 1].tolist()
+    if isinstance(recs, RecordTable):  # arrays: no list of a million floats
+        pe, oe = recs.errors[:, 0], recs.errors[:, 1]
     else:
-        pe = [r.position_error for r in recs]
-        oe = [r.orientation_error for r in recs]
+        pe = np.array([r.position_error for r in recs], dtype=float)
+        oe = np.array([r.orientation_error for r in recs], dtype=float)
     unconverged = n - result.converged_count
     verdict = "all converged" if unconverged == 0 else f"{unconverged} NOT converged"
     return (
         f"dhik bake: {n} frames, {result.converged_count}/{n} converged ({verdict}), "
-        f"position error max {max(pe):.3g} m median {statistics.median(pe):.3g} m, "
-        f"orientation error max {max(oe):.3g} rad median {statistics.median(oe):.3g} rad, "
+        f"position error max {pe.max():.3g} m median {float(np.median(pe)):.3g} m, "
+        f"orientation error max {oe.max():.3g} rad median {float(np.median(oe)):.3g} rad, "
         f"{'effectors' if len(result.effectors) > 1 else 'effector'} {result.effector}, "
         f"method {result.method}, {result.wall_time:.2f} s"
     )

@@ -80,19 +80,28 @@ class TargetTable(Sequence[Target]):
         return zip(self.frame_numbers.tolist(), self.matrices, strict=True)
 
 
+# frames interpolated at a time: a long bake's temporaries stay a few MB (the targets
+# themselves take 128 bytes a frame)
+BLOCK_FRAMES = 65_536
+
+
 def interpolate_keyframes(keyframes: list[Keyframe]) -> TargetTable:
     """``(frame, world 4x4 target)`` for every frame 0 .. last keyframe (sorted keys)."""
     keys = np.array([k.frame for k in keyframes], dtype=np.int64)
     pos = np.array([k.pos for k in keyframes], dtype=float).reshape(-1, 3)
     eul = np.array([k.euler for k in keyframes], dtype=float).reshape(-1, 3)
     frames = np.arange(int(keys[-1]) + 1, dtype=np.int64)
-    # k: the last keyframe at or before each frame (0 before the first)
-    k = np.maximum(np.searchsorted(keys, frames, side="right") - 1, 0)
-    p, e = pos[k], eul[k]
-    inner = (frames > keys[k]) & (k + 1 < len(keys))  # strictly between keys k and k + 1
-    if inner.any():
-        a, f = k[inner], frames[inner]
-        t = ((f - keys[a]) / (keys[a + 1] - keys[a]))[:, None]
-        p[inner] = pos[a] + t * (pos[a + 1] - pos[a])
-        e[inner] = eul[a] + t * (eul[a + 1] - eul[a])
-    return TargetTable(frames, target_matrices(p, e))
+    out = np.empty((len(frames), 4, 4))
+    for start in range(0, len(frames), BLOCK_FRAMES):
+        block = frames[start:start + BLOCK_FRAMES]
+        # k: the last keyframe at or before each frame (0 before the first)
+        k = np.maximum(np.searchsorted(keys, block, side="right") - 1, 0)
+        p, e = pos[k], eul[k]
+        inner = (block > keys[k]) & (k + 1 < len(keys))  # strictly between keys k and k + 1
+        if inner.any():
+            a, f = k[inner], block[inner]
+            t = ((f - keys[a]) / (keys[a + 1] - keys[a]))[:, None]
+            p[inner] = pos[a] + t * (pos[a + 1] - pos[a])
+            e[inner] = eul[a] + t * (eul[a + 1] - eul[a])
+        out[start:start + len(block)] = target_matrices(p, e)
+    return TargetTable(frames, out)

@@ -53,7 +53,7 @@ from __future__ import annotations
 
 from .engine import solve_robust
 from .options import RobustOptions, RobustResult, Weight, checked_weights
-from .tracking import FrameSolution, Progress, solve_trajectory
+from .tracking import FrameSolution, Progress, solve_trajectory, trajectory_frames
 
 __all__ = [
     "FrameSolution",
@@ -64,4 +64,5 @@ __all__ = [
     "checked_weights",
     "solve_robust",
     "solve_trajectory",
+    "trajectory_frames",
 ]

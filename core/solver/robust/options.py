@@ -39,6 +39,9 @@ class RobustOptions:
     lookback: int = 300  # trajectories: frames a bridging candidate is tracked each way
     bridges: int = 10  # trajectories: flips repaired at most (0: none; see Tracker)
     bridge_candidates: int = 8  # trajectories: solutions tried per flip repaired
+    # trajectories: frames tracked and repaired at a time (``bridges`` flips each); a
+    # longer bake is handed on window by window, so memory does not grow with its length
+    window: int = 20_000
 
 
 @dataclass

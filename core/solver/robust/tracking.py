@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from time import perf_counter
+from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -57,9 +58,14 @@ class Tracker:
     """
 
     def __init__(self, eng: Engine, settings: SolverSettings,
-                 targets: Sequence[Sequence[ArrayLike]], rng: np.random.Generator) -> None:
+                 targets: Sequence[Sequence[ArrayLike]], rng: np.random.Generator,
+                 head: Sequence[FrameSolution] = (), frozen: int = 0) -> None:  # fmt: skip
         self.eng, self.settings, self.targets, self.rng = eng, settings, targets, rng
-        self.frames: list[FrameSolution] = []
+        # ``head``: frames of ``targets[:len(head)]`` solved before (the end of the
+        # previous window); tracking goes on from them, and repair replaces none of the
+        # first ``frozen`` of them (already handed on)
+        self.frames: list[FrameSolution] = list(head)
+        self.frozen = frozen
         self.jump = math.inf
 
     def snapshot(self, result: RobustResult) -> FrameSolution:
@@ -142,10 +148,11 @@ class Tracker:
         return max(scored, key=lambda t: (t[0], -t[1]))[2] if scored else best
 
     def run(self, progress: Progress | None) -> list[FrameSolution]:
+        """Solve the frames after the head in order, then repair; all frames, head first."""
         total = len(self.targets)
         frames = self.frames
         failing = 0  # frames in a row that the restarts could not reach either
-        for index in range(total):
+        for index in range(len(frames), total):
             start = perf_counter()
             if index == 0:
                 sol = self.first()
@@ -191,7 +198,7 @@ class Tracker:
 
     def repair(self) -> None:
         """Bridge suspect frames (class docstring), at most ``options.bridges`` of them."""
-        start, budget = 1, self.eng.options.bridges
+        start, budget = max(1, self.frozen), self.eng.options.bridges
         steps = self.steps()
         usual = sorted(steps[1:])[len(steps) // 2] if len(steps) > 2 else 0.0
         self.jump = 10.0 * usual + 0.05  # a tracked step above this is a flip
@@ -215,7 +222,7 @@ class Tracker:
             j += 1
         old_worst = max(steps[max(1, i - 1):j + 2], default=0.0)
         if j == len(frames):
-            if j - i < 2:
+            if j - i < 2 or i - 1 < self.frozen:
                 return False
             j, old_worst = i - 1, math.inf  # a failing tail: track it again from before
         steps = list(steps)  # the frames' own motion, without the suspect steps
@@ -246,7 +253,8 @@ class Tracker:
         frames = self.frames
         chain = [cand]  # chain[t] solves frame j - t
         worst = 0.0
-        for k in range(j - 1, max(-1, j - 1 - self.eng.options.lookback), -1):
+        floor = self.frozen  # the head's frames stay
+        for k in range(j - 1, max(floor - 1, j - 1 - self.eng.options.lookback), -1):
             sol = self.step(k, chain[-1], chain[-2] if len(chain) > 1 else None)
             if not sol.result.converged or _gap(sol, chain[-1]) > self.jump:
                 break
@@ -294,6 +302,57 @@ def _own(steps: list[float], k: int) -> float:
     return max(steps[max(1, k - 2):k + 3], default=0.0)
 
 
+class _Window(Sequence[Sequence[ArrayLike]]):
+    """``targets[start:stop]`` without a copy (targets may be a lazy sequence)."""
+
+    def __init__(self, targets: Sequence[Sequence[ArrayLike]], start: int, stop: int) -> None:
+        self.targets, self.start, self.stop = targets, start, stop
+
+    def __len__(self) -> int:
+        return self.stop - self.start
+
+    def __getitem__(self, i: Any) -> Any:  # an int (the Tracker's use)
+        if not 0 <= i < self.stop - self.start:
+            raise IndexError(i)
+        return self.targets[self.start + i]
+
+
+def tracked_frames(
+    eng: Engine,
+    settings: SolverSettings,
+    targets: Sequence[Sequence[ArrayLike]],
+    rng: np.random.Generator,
+    progress: Progress | None = None,
+) -> Iterator[FrameSolution]:
+    """The :class:`Tracker`'s frames in order, ``options.window`` new frames at a time.
+
+    A trajectory of at most ``window`` frames is one tracker. A longer one is tracked a
+    window at a time, each repaired before the next, so memory holds one window's
+    solutions however long the bake: a window goes on from the last ``lookback + 3``
+    frames of the one before (repair may still replace all but the first three of them)
+    and hands the rest on.
+    """
+    opts = eng.options
+    total = len(targets)
+    hold = opts.lookback + 3
+    window = max(opts.window, hold, 1)
+    head: list[FrameSolution] = []
+    frozen = base = 0  # head[:frozen] handed on; head[0] is frame ``base``
+    while True:
+        stop = min(total, base + len(head) + window)
+        local = None if progress is None else (
+            lambda done, _n, b=base: progress(b + done, total))
+        frames = Tracker(eng, settings, _Window(targets, base, stop), rng, head,
+                         frozen).run(local)
+        if stop == total:
+            yield from frames[frozen:]
+            return
+        keep = min(hold, len(frames))
+        yield from frames[frozen:len(frames) - keep + 3]
+        head, frozen, base = frames[len(frames) - keep:], 3, base + len(frames) - keep
+        del frames
+
+
 def solve_trajectory(
     model: CoordinateModel,
     targets: Sequence[Sequence[ArrayLike]],
@@ -311,28 +370,45 @@ def solve_trajectory(
     every frame from the T-pose with restarts, as :func:`solve_robust` alone would.
     Restarts draw from ``default_rng(options.seed)``: the same call gives the same
     result. Returns one :class:`FrameSolution` per frame; the model is left in the last
-    frame's state.
+    frame's state. :func:`trajectory_frames` gives the same frames one at a time.
     """
+    frames = list(trajectory_frames(model, targets, settings, weights=weights,
+                                    options=options, cold_start=cold_start,
+                                    progress=progress))
+    if frames:
+        model.restore(frames[-1].state)
+        model.update()
+    return frames
+
+
+def trajectory_frames(
+    model: CoordinateModel,
+    targets: Sequence[Sequence[ArrayLike]],
+    settings: SolverSettings | None = None,
+    *,
+    weights: Sequence[Weight] | None = None,
+    options: RobustOptions | None = None,
+    cold_start: bool = False,
+    progress: Progress | None = None,
+) -> Iterator[FrameSolution]:
+    """:func:`solve_trajectory`'s frames as a generator: a frame is handed on once its
+    window is repaired (:func:`tracked_frames`), so a caller that keeps only what it
+    needs of each frame holds one window in memory. The model's state afterwards is
+    the solver's: restore the last frame's ``state`` to pose it."""
     if not isinstance(model, CoordinateModel):
         raise TypeError("the robust method needs a compiled model (model.compiled)")
     settings = settings or SolverSettings()
     options = options or RobustOptions()
     rng = np.random.default_rng(options.seed)
     eng = engine_for(model, weights, settings, options)
-    if cold_start:
-        frames = []
-        for index, frame_targets in enumerate(targets):
-            model.reset()
-            eng.set_targets(frame_targets)
-            result = eng.solve(settings.max_iterations, options.max_restarts,
-                               np.random.default_rng(options.seed))
-            frames.append(FrameSolution(model.save(), result, np.array(eng.coords()),
-                                        list(model.quats)))
-            if progress is not None:
-                progress(index + 1, len(targets))
-    else:
-        frames = Tracker(eng, settings, targets, rng).run(progress)
-    if frames:
-        model.restore(frames[-1].state)
-        model.update()
-    return frames
+    if not cold_start:
+        yield from tracked_frames(eng, settings, targets, rng, progress)
+        return
+    for index, frame_targets in enumerate(targets):
+        model.reset()
+        eng.set_targets(frame_targets)
+        result = eng.solve(settings.max_iterations, options.max_restarts,
+                           np.random.default_rng(options.seed))
+        yield FrameSolution(model.save(), result, np.array(eng.coords()), list(model.quats))
+        if progress is not None:
+            progress(index + 1, len(targets))
