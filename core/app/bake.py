@@ -20,14 +20,17 @@ import numpy as np
 from numpy.typing import NDArray
 
 from ..errors import DhikError
+from ..model.batched import BatchedModel
 from ..model.compiled import CompiledKinematics
 from ..model.methods import METHODS
 from ..model.skeleton import Skeleton
 from ..rotations import matrix_to_rotvec, quat_normalize, quat_to_euler_xyz
+from ..solver.batched import BatchOptions, solve_many
 from ..solver.dls_compiled import solve_spec
 from ..solver.kinematics import FrameTargets, Kinematics, Pole
-from ..solver.robust import RobustOptions, trajectory_frames
+from ..solver.robust import RobustOptions, RobustResult, trajectory_frames
 from ..solver.settings import SolverSettings
+from ..solver.tracks import TrackOptions, solve_track
 from .formats import AnimationColumns, ColumnFrames
 from .trajectory import TargetTable
 
@@ -136,6 +139,9 @@ class BakeResult:
     wall_time: float = 0.0  # seconds
     settings: dict[str, Any] = field(default_factory=dict)
     effectors: list[str] = field(default_factory=list)  # every effector, in track order
+    # frames (numbers) whose joints jump from the frame before: no continuous path
+    # through the targets was found there (a target path that forces a flip)
+    jumps: list[int] = field(default_factory=list)
 
     @property
     def converged_count(self) -> int:
@@ -153,6 +159,7 @@ class BakeResult:
             "frames": len(self.records),
             "converged": self.converged_count,
             "wall_time_s": self.wall_time,
+            "jumps": self.jumps,
             "records": (self.records.as_json() if isinstance(self.records, RecordTable)
                         else [asdict(r) for r in self.records]),
         }
@@ -213,6 +220,7 @@ def simulate(
         per_frame = [FrameTargets(row, values, poles)
                      for row, (values, poles) in zip(per_frame, extras, strict=True)]
     kwargs = settings.kwargs()
+    jumps: list[int] = []  # frame indices
     start = time.perf_counter()
     skeleton.reset()
     model = CompiledKinematics(skeleton, names, [t.chain_length for t in tracks])
@@ -221,6 +229,10 @@ def simulate(
             raise DhikError("effector weights need --method robust")
         solved: Iterator[tuple[object, Any]] = _solve_spec_frames(
             model, per_frame, settings, warm_start, progress)
+    elif extras is None and not any(t.chain_length for t in tracks):
+        weights = [(t.pos_weight, t.rot_weight) for t in tracks]
+        solved = _batched_frames(skeleton, names, per_frame, settings, weights, warm_start,
+                                 options or RobustOptions(), progress, jumps)
     else:
         weights = [(t.pos_weight, t.rot_weight) for t in tracks]
         solved = ((f.state, f.result) for f in trajectory_frames(
@@ -254,7 +266,7 @@ def simulate(
         iterations[i] = res.iterations
         errors[i] = (res.position_error, res.orientation_error)
         per_effector[i] = per
-        values = model.joint_values(state)  # from the saved state: no FK, no joint objects
+        values = state if isinstance(state, dict) else model.joint_values(state)
         frame_driven = getattr(frame_targets, "driven", None)
         if frame_driven:
             values = {**frame_driven, **values}
@@ -275,16 +287,81 @@ def simulate(
     frame_numbers = np.array(numbers, dtype=np.int64)
     records = RecordTable(frame_numbers, converged, iterations, errors, per_effector, names)
     anim = AnimationColumns(frame_numbers, list(fixed), kinds, values_out)
-    if state is not None:
-        model.restore(state)
-        model.update()
-    last_driven = getattr(per_frame[-1], "driven", None) if per_frame else None
-    if last_driven:
-        skeleton.set_joint_values(dict(last_driven))  # driven joints: last frame's
-    model.write_back(skeleton)  # the last frame's pose, FK current
+    if isinstance(state, dict):  # the batched engine's last frame
+        skeleton.set_joint_values(state)
+    else:
+        if state is not None:
+            model.restore(state)
+            model.update()
+        last_driven = getattr(per_frame[-1], "driven", None) if per_frame else None
+        if last_driven:
+            skeleton.set_joint_values(dict(last_driven))  # driven joints: last frame's
+        model.write_back(skeleton)  # the last frame's pose, FK current
     anim.align_quaternion_signs()
     return BakeResult(records, ColumnFrames(anim), ",".join(names), method,
-                      time.perf_counter() - start, kwargs, names)
+                      time.perf_counter() - start, kwargs, names,
+                      [int(numbers[i]) for i in jumps])
+
+
+# frames the batched engine solves at a time: a long bake holds one window's arrays
+BATCH_WINDOW = 20_000
+
+
+def _batched_frames(
+    skeleton: Skeleton,
+    names: list[str],
+    per_frame: Sequence[Sequence[NDArray[np.float64]]],
+    settings: SolverSettings,
+    weights: list[tuple[float, float]],
+    warm_start: bool,
+    options: RobustOptions,
+    progress: Progress | None,
+    jumps: list[int],
+) -> Iterator[tuple[object, Any]]:
+    """The robust method on the batched engine, ``(SPEC 3.3 values, result)`` per frame.
+
+    Warm (a trajectory): ``solve_track``, the whole path as one problem, a window of
+    :data:`BATCH_WINDOW` frames at a time, each window starting from the last frame of
+    the one before; frames where no continuous path was found are added to ``jumps``.
+    Cold: ``solve_many``, every frame alone, a window at a time.
+    """
+    model = BatchedModel(skeleton.defn, names)
+    total = len(per_frame)
+    count_p = np.array([w[0] > 0 for w in weights])
+    count_r = np.array([w[1] > 0 for w in weights])
+    topts = TrackOptions(position_tolerance=settings.position_tolerance,
+                         orientation_tolerance=settings.orientation_tolerance,
+                         seed=options.seed)
+    bopts = BatchOptions(position_tolerance=settings.position_tolerance,
+                         orientation_tolerance=settings.orientation_tolerance,
+                         max_iterations=settings.max_iterations, seed=options.seed)
+    a, last = 0, None
+    while a < total:
+        # a trajectory window overlaps the one before by its first frame (``last``)
+        lo = a - 1 if last is not None else a
+        b = min(total, lo + BATCH_WINDOW)
+        targets = np.array([list(per_frame[i]) for i in range(lo, b)], dtype=float)
+        if warm_start:
+            res = solve_track(model, targets, weights, topts, start=last)
+            q, conv = res.q, res.converged
+            pe, re = res.position_error, res.orientation_error
+            iters = np.zeros(len(q), dtype=np.int64)
+            jumps.extend(lo + j for j in res.jumps if lo + j >= a)
+            last = q[-1]
+        else:
+            many = solve_many(model, targets, weights, bopts)
+            q, conv, iters = many.q, many.converged, many.iterations
+            pe, re = many.position_error, many.orientation_error
+        for k in range(a - lo, len(q)):
+            result = RobustResult(bool(conv[k]), int(iters[k]),
+                                  float(np.max(pe[k][count_p], initial=0.0)),
+                                  float(np.max(re[k][count_r], initial=0.0)),
+                                  effector_errors=list(zip(pe[k].tolist(), re[k].tolist(),
+                                                           strict=True)))
+            yield model.joint_values(q[k]), result
+        a = b
+        if progress is not None:
+            progress(a, total)
 
 
 def _solve_spec_frames(
@@ -491,6 +568,10 @@ def summary_line(result: BakeResult) -> str:
         oe = np.array([r.orientation_error for r in recs], dtype=float)
     unconverged = n - result.converged_count
     verdict = "all converged" if unconverged == 0 else f"{unconverged} NOT converged"
+    if result.jumps:
+        shown = ", ".join(map(str, result.jumps[:5])) + (", ..." if len(result.jumps) > 5
+                                                         else "")
+        verdict += f"; {len(result.jumps)} jumps with no continuous path (frames {shown})"
     return (
         f"dhik bake: {n} frames, {result.converged_count}/{n} converged ({verdict}), "
         f"position error max {pe.max():.3g} m median {float(np.median(pe)):.3g} m, "

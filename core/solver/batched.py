@@ -27,6 +27,7 @@ loop, from given starts, used by ``solver.tracks``).
 from __future__ import annotations
 
 import math
+import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol, cast
@@ -142,7 +143,8 @@ class Problem:
         self.row_w = rows.reshape(-1)  # (6m,)
         self.count_p = self.wp > 0.0
         self.count_r = self.wr > 0.0
-        half = 0.5 * (model.hi - model.lo)
+        lo, hi = search_limits(model)
+        half = 0.5 * (hi - lo)
         finite = np.isfinite(half) & options.scaled_columns
         self.col_scale = np.clip(np.where(finite, half, 1.0), 1e-3, 1e3)  # (n,)
 
@@ -165,6 +167,19 @@ class Problem:
         ok_p = (pe < o.position_tolerance) | ~self.count_p[:, None]
         ok_r = (re < o.orientation_tolerance) | ~self.count_r[:, None]
         return np.all(ok_p & ok_r, axis=0)
+
+
+# limits beyond +-SEARCH_LIMIT (rad or m) say nothing about where to look: the search
+# (column scales, random starts, cold starts, grids) treats them as absent; steps are
+# still clipped to the limits themselves
+SEARCH_LIMIT = 1e6
+
+
+def search_limits(model: BatchedKinematics) -> tuple[Array, Array]:
+    """``(lo, hi)`` (n,) for the search: the limits, or -inf / inf beyond SEARCH_LIMIT."""
+    lo = np.where(np.abs(model.lo) <= SEARCH_LIMIT, model.lo, -np.inf)
+    hi = np.where(np.abs(model.hi) <= SEARCH_LIMIT, model.hi, np.inf)
+    return lo, hi
 
 
 def length_scale(model: BatchedKinematics) -> float:
@@ -350,11 +365,12 @@ def levenberg_marquardt(model: BatchedKinematics, problem: Problem, q0: Array,
                        np.ascontiguousarray(re.T))
 
 
-def random_starts(model: BatchedKinematics, count: int, rng: np.random.Generator,
-                  scale: float = 1.0) -> Array:  # fmt: skip
+def random_starts(model: BatchedKinematics, count: int, rng: np.random.Generator | None,
+                  scale: float = 1.0, u: Array | None = None) -> Array:  # fmt: skip
     """``count`` random configurations (count, n) within the limits: uniform in a finite
-    box, else within +-pi (rad) or +-scale (m) of zero, clipped."""
-    lo, hi = model.lo, model.hi
+    box, else within +-pi (rad) or +-scale (m) of zero, clipped. ``u``: the uniform
+    draws in [0, 1) (count, n) to use instead of ``rng``'s."""
+    lo, hi = search_limits(model)
     prism = model.kinds == PRISMATIC
     half = np.where(prism, scale, math.pi)
     a = np.where(np.isfinite(lo), lo, np.where(np.isfinite(hi), np.minimum(hi, 0.0) - half, -half))
@@ -363,8 +379,10 @@ def random_starts(model: BatchedKinematics, count: int, rng: np.random.Generator
     a = np.where(b - a > span, np.clip(0.0, a, b) - span / 2, a)
     a = np.maximum(a, lo)
     b = np.minimum(a + span, hi)
-    u = rng.random((count, model.n))
-    return np.clip(a + u * (b - a), lo, hi)
+    if u is None:
+        assert rng is not None
+        u = rng.random((count, model.n))
+    return np.clip(a + u * (b - a), model.lo, model.hi)
 
 
 def cold_start(model: BatchedKinematics) -> Array:
@@ -372,8 +390,8 @@ def cold_start(model: BatchedKinematics) -> Array:
     finite range moved 20 % of the way from mid-range to the upper limit (the T-pose is
     singular for many chains; sliders stay at the T-pose: a wide slider range says
     nothing about where the target is)."""
-    lo, hi = model.lo, model.hi
-    zero = np.clip(np.zeros(model.n), lo, hi)
+    zero = np.clip(np.zeros(model.n), model.lo, model.hi)
+    lo, hi = search_limits(model)
     finite = np.isfinite(lo) & np.isfinite(hi) & (model.kinds == REVOLUTE)
     lo_f, hi_f = np.where(finite, lo, 0.0), np.where(finite, hi, 0.0)
     mid = 0.5 * (lo_f + hi_f)
@@ -385,7 +403,8 @@ def solve_many(model: BatchedKinematics, targets: ArrayLike,
                options: BatchOptions | None = None, q0: ArrayLike | None = None
                ) -> BatchResult:  # fmt: skip
     """Solve B independent problems: ``targets`` (B, m, 4, 4) world transforms (metres),
-    one per effector and problem; from ``q0`` (B, n) or :func:`cold_start`.
+    one per effector and problem; from ``q0`` (B, n), or from the T-pose where it is
+    already on target and :func:`cold_start` elsewhere.
 
     Problems that do not converge restart from random configurations within the limits
     (``options.restart_rows`` per problem and round, ``options.restarts`` rounds), as
@@ -395,17 +414,31 @@ def solve_many(model: BatchedKinematics, targets: ArrayLike,
     opts = options or BatchOptions()
     problem = Problem(model, targets, weights, opts)
     b = problem.count
-    start = np.broadcast_to(cold_start(model), (b, model.n)) if q0 is None else \
-        np.asarray(q0, dtype=float).reshape(b, model.n)
+    if q0 is None:  # a T-pose already on target stays; the others start cold
+        start = np.broadcast_to(cold_start(model), (b, model.n)).copy()
+        if b:
+            tpose = np.broadcast_to(np.clip(np.zeros(model.n), model.lo, model.hi),
+                                    (b, model.n))
+            start[levenberg_marquardt(model, problem, tpose, 0).converged] = tpose[0]
+    else:
+        start = np.asarray(q0, dtype=float).reshape(b, model.n)
     res = levenberg_marquardt(model, problem, start, opts.max_iterations)
-    rng = np.random.default_rng(opts.seed)
+    # each problem draws its restarts from its own stream, seeded by its targets: its
+    # answer does not depend on the other problems of the batch
+    t = np.ascontiguousarray(np.asarray(targets, dtype=float).reshape(b, -1)) if b else None
+    gens: dict[int, np.random.Generator] = {}
     best_err = _badness(problem, res.position_error, res.orientation_error)
     for _ in range(opts.restarts):
         todo = np.flatnonzero(~res.converged)
         if todo.size == 0:
             break
         rows = np.repeat(todo, opts.restart_rows)
-        starts = random_starts(model, rows.size, rng, problem.scale)
+        u = np.concatenate([
+            gens.setdefault(int(p), np.random.default_rng(
+                [opts.seed, zlib.crc32(t[p].tobytes())]))  # type: ignore[index]
+            .random((opts.restart_rows, model.n))
+            for p in todo])
+        starts = random_starts(model, rows.size, None, problem.scale, u)
         sub = levenberg_marquardt(model, problem, starts, opts.restart_iterations, rows=rows,
                                   first_wins=True)
         bad = _badness(problem, sub.position_error, sub.orientation_error)

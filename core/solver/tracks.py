@@ -46,6 +46,7 @@ from .batched import (
     levenberg_marquardt,
     random_starts,
     rotvec,
+    search_limits,
 )
 
 Array = NDArray[np.float64]
@@ -111,7 +112,7 @@ class _Track:
         self.problem = Problem(model, targets, weights, self.batch)
         self.frames = self.problem.count
         self.rng = np.random.default_rng(options.seed)
-        lo, hi = model.lo, model.hi
+        lo, hi = search_limits(model)
         finite = np.isfinite(lo) & np.isfinite(hi)
         self.mid = 0.5 * (np.where(finite, lo, 0.0) + np.where(finite, hi, 0.0))
         self.finite = finite
@@ -483,6 +484,39 @@ class _Track:
                 q[mid], conv[mid], pe[mid], re[mid], have[mid] = sol[j], ok[j], p[j], r[j], True
         return [(q, conv, pe, re) for q, conv, pe, re, _ in out]
 
+    def closest(self, q: Array, conv: NDArray[np.bool_], pe: Array, re: Array,
+                keep_first: bool) -> None:  # fmt: skip
+        """Frames left unconverged (out of reach, or missed): each stretch of them solved
+        again in order, every frame from the one before (the first from its own value),
+        for the closest approach; an answer replaces the frame's where its error is
+        smaller. All stretches advance together; ``q``, ``conv``, ``pe``, ``re`` in place.
+        ``keep_first``: frame 0 is given (a start) and stays."""
+        bad = np.flatnonzero(~conv)
+        if keep_first:
+            bad = bad[bad > 0]
+        if bad.size == 0:
+            return
+        cut = np.flatnonzero(np.diff(bad) > 1)
+        first = bad[np.r_[0, cut + 1]]
+        length = bad[np.r_[cut, bad.size - 1]] - first + 1
+        o = self.problem.options
+        tol_p = np.where(self.problem.count_p, 1.0 / o.position_tolerance, 0.0)[None]
+        tol_r = np.where(self.problem.count_r, 1.0 / o.orientation_tolerance, 0.0)[None]
+
+        def badness(p: Array, r: Array) -> Array:
+            return np.maximum((p * tol_p).max(axis=1), (r * tol_r).max(axis=1))
+
+        for j in range(int(length.max())):
+            rows = first[length > j] + j
+            init = q[np.maximum(rows - 1, 0)].copy()
+            init[rows == 0] = q[0]
+            res = levenberg_marquardt(self.model, self.problem, init, 100, rows=rows)
+            better = badness(res.position_error, res.orientation_error) < \
+                badness(pe[rows], re[rows])
+            take = rows[better]
+            q[take], conv[take] = res.q[better], res.converged[better]
+            pe[take], re[take] = res.position_error[better], res.orientation_error[better]
+
     def segment_cost(self, q: Array, conv: NDArray[np.bool_]) -> float:
         """Sum over the segment's steps of the ``power``-th power of the largest column
         step, and a large penalty per unconverged frame."""
@@ -526,22 +560,34 @@ class _Track:
 
 def solve_track(model: BatchedKinematics, targets: ArrayLike,
                 weights: Sequence[tuple[float, float]] | None = None,
-                options: TrackOptions | None = None) -> TrackResult:  # fmt: skip
+                options: TrackOptions | None = None,
+                start: ArrayLike | None = None) -> TrackResult:  # fmt: skip
     """Solve a trajectory: ``targets`` (F, m, 4, 4) world transforms (metres), one per
     frame and effector. Returns per-frame coordinates, convergence, errors, and the
     frames where no continuous path was found (module docstring). When a solve leaves
     jumps or unconverged frames, it is done again with coarse frames twice as dense
     (``retries`` times) and the better answer kept. Deterministic for a given
-    ``options.seed``."""
+    ``options.seed``. With ``start`` (n,), a solution of the first frame (the last frame
+    of the part of a trajectory solved before), the path starts there; without, it
+    starts at the T-pose if that is already on the first target."""
     opts = options or TrackOptions()
-    best = _solve_track(model, targets, weights, opts)
+    first = None if start is None else np.asarray(start, dtype=float).reshape(model.n)
+    if first is None:  # a T-pose already on the first target is where the path starts
+        tpose = np.clip(np.zeros(model.n), model.lo, model.hi)
+        problem = Problem(model, targets, weights, BatchOptions(
+            position_tolerance=opts.position_tolerance,
+            orientation_tolerance=opts.orientation_tolerance))
+        if problem.count and levenberg_marquardt(model, problem, tpose[None], 0,
+                                                 rows=np.zeros(1, dtype=np.intp)).converged[0]:
+            first = tpose
+    best = _solve_track(model, targets, weights, opts, first)
     for _ in range(opts.retries):
         if not best.jumps and best.converged.all():
             break
         opts = replace(opts, stride=max(opts.stride // 2, 1),
                        coarse_motion=opts.coarse_motion / 2,
                        lane_frames=2 * opts.lane_frames)
-        again = _solve_track(model, targets, weights, opts)
+        again = _solve_track(model, targets, weights, opts, first)
         if _score(again) < _score(best):
             best = again
     return best
@@ -554,8 +600,8 @@ def _score(res: TrackResult) -> tuple[int, int, float]:
 
 
 def _solve_track(model: BatchedKinematics, targets: ArrayLike,
-                 weights: Sequence[tuple[float, float]] | None, opts: TrackOptions
-                 ) -> TrackResult:  # fmt: skip
+                 weights: Sequence[tuple[float, float]] | None, opts: TrackOptions,
+                 start: Array | None = None) -> TrackResult:  # fmt: skip
     """One :func:`solve_track` pass with ``opts``."""
     tr = _Track(model, targets, weights, opts)
     f = tr.frames
@@ -567,6 +613,9 @@ def _solve_track(model: BatchedKinematics, targets: ArrayLike,
     # lazy least-motion path: fill the chosen path's edges, put their measured costs in
     # the graph, choose again, until the path chosen is filled throughout
     nodes = tr.live_nodes(qs, oks)
+    if start is not None:  # the path leaves frame 0 from ``start`` only
+        qs[0, 0], oks[0, 0] = start, True
+        nodes[0] = np.zeros(1, dtype=np.intp)
     where = [{int(k): j for j, k in enumerate(nd)} for nd in nodes]
     costs = tr.edge_costs(qs, idx, nodes, opts.power)
     filled: dict[tuple[int, int, int], Segment] = {}
@@ -602,6 +651,8 @@ def _solve_track(model: BatchedKinematics, targets: ArrayLike,
     final = levenberg_marquardt(model, tr.problem, q[cidx], 0, rows=cidx)
     conv[cidx], pe[cidx] = final.converged, final.position_error
     re[cidx] = final.orientation_error
+    if not conv.all():
+        tr.closest(q, conv, pe, re, start is not None)
     jumps = [int(j) for j in _jump_frames(q, opts.flip_factor)]
     return TrackResult(q, conv, pe, re, jumps)
 

@@ -349,3 +349,36 @@ def test_track_hinges_without_limits() -> None:
     check_answers(free, model, res.q, targets, 1e-5, 1e-4)
     steps = np.abs(np.diff(res.q, axis=0)).max(axis=1)
     assert steps.max() < 2.0 * np.abs(np.diff(truth, axis=0)).max()
+
+
+def test_solve_many_answers_each_problem_as_if_alone() -> None:
+    """Restarts are drawn per problem (seeded by its targets): a problem's answer does
+    not depend on the batch around it, up to the last bit of numpy's batched
+    arithmetic. Poses of a random tree, several of which need restarts."""
+    rng = np.random.default_rng(7)
+    defn, effs = random_skeleton(rng)
+    model = BatchedModel(defn, effs[:1])
+    targets = model.transforms(sample(model, rng, 30))
+    opts = BatchOptions(max_iterations=30, restarts=6)
+    res = solve_many(model, targets, options=opts)
+    restarted = np.flatnonzero(res.iterations > opts.max_iterations)
+    assert restarted.size >= 3
+    for p in [*restarted[:4], 0]:
+        alone = solve_many(model, targets[p:p + 1], options=opts)
+        np.testing.assert_allclose(alone.q[0], res.q[p], atol=1e-12, rtol=0)
+        assert alone.converged[0] == res.converged[p]
+        # the same problem among others in another order: the same answer
+    shuffled = solve_many(model, targets[::-1], options=opts)
+    np.testing.assert_allclose(shuffled.q[::-1], res.q, atol=1e-12, rtol=0)
+
+
+def test_track_from_a_given_start() -> None:
+    """``start``: the path leaves frame 0 from that solution (the end of the window
+    before), and goes on from it without a jump."""
+    model, truth, targets, _ = arm7_track()
+    start = truth[100]  # the true joints: one solution of frame 100 among many
+    res = solve_track(model, targets[100:], start=start)
+    np.testing.assert_array_equal(res.q[0], start)
+    assert res.converged.all() and res.jumps == []
+    true_step = np.abs(np.diff(truth, axis=0)).max()
+    assert np.abs(np.diff(res.q, axis=0)).max() <= 2.0 * true_step

@@ -120,15 +120,22 @@ def test_a_window_of_frames_is_all_that_is_held() -> None:
 
 @pytest.mark.parametrize("warm_start", [True, False], ids=["tracked", "cold"])
 def test_simulate_with_windows_bakes_what_one_window_bakes(warm_start: bool) -> None:
+    """A chain length sends the bake to the tracker (the batched engine has none): its
+    windows give the bake of one window."""
+    from dhik.app.bake import EffectorTrack
+
     targets = list(enumerate(smooth_targets(120)))
     bakes = []
     for window in (10**6, 40):
         sk = arm7()
-        res = simulate(sk, targets, "Tool", TIGHT, warm_start=warm_start, method="robust",
+        res = simulate(sk, [EffectorTrack("Tool", targets, chain_length=8)], None, TIGHT,
+                       warm_start=warm_start, method="robust",
                        options=RobustOptions(bridges=0, lookback=10, window=window))
         bakes.append((list(res.frames), [r.converged for r in res.records]))
     assert bakes[0] == bakes[1]
     assert all(bakes[0][1])
+    moved = {n for fr in bakes[0][0] for n in NAMES if fr["joints"][n]["angle"] != 0.0}
+    assert moved == set(NAMES)
 
 
 def test_keyframes_interpolated_block_by_block_are_the_frame_by_frame_targets(
@@ -155,3 +162,72 @@ def test_keyframes_interpolated_block_by_block_are_the_frame_by_frame_targets(
             pos = tuple(p + t * (q - p) for p, q in zip(a.pos, b.pos, strict=True))
             eul = tuple(p + t * (q - p) for p, q in zip(a.euler, b.euler, strict=True))
         assert np.array_equal(matrix, trajectory.target_matrix(pos, eul)), frame
+
+
+def arm7_truth(frames: int, seed: int) -> np.ndarray:
+    """A smooth arm7 joint path (sinusoids at 60 % of each half-range), rad."""
+    sk = arm7()
+    lim = np.array([sk.joints[n].limits for n in NAMES])  # type: ignore[attr-defined]
+    rng = np.random.default_rng(seed)
+    mid, half = lim.mean(axis=1), (lim[:, 1] - lim[:, 0]) / 2
+    periods, phase = rng.uniform(1.0, 3.0, 7), rng.uniform(0, 2 * math.pi, 7)
+    t = np.arange(frames)[:, None] / frames
+    return mid + 0.6 * half * np.sin(2 * math.pi * periods * t + phase)
+
+
+def fk_targets(truth: np.ndarray) -> list[tuple[int, np.ndarray]]:
+    sk = arm7()
+    out = []
+    for f, q in enumerate(truth):
+        sk.set_joint_values({n: {"type": "revolute", "angle": float(a)}
+                             for n, a in zip(NAMES, q, strict=True)})
+        out.append((f, sk.joints["Tool"].global_transform.copy()))
+    return out
+
+
+def baked_angles(result) -> np.ndarray:  # noqa: ANN001
+    return np.array([[fr["joints"][n]["angle"] for n in NAMES] for fr in result.frames])
+
+
+@pytest.mark.parametrize("window", [10**6, 70], ids=["one window", "windows of 70"])
+def test_the_bake_solves_the_path_as_one_problem_window_by_window(
+        window: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The robust bake of a 7-joint arm's path (redundant: one self-motion) has no
+    flip: no joint moves more than twice the largest step of the joint path that made
+    the targets, also across the boundaries of windows; every frame on target."""
+    from dhik.app import bake
+
+    monkeypatch.setattr(bake, "BATCH_WINDOW", window)
+    truth = arm7_truth(300, 11)
+    targets = fk_targets(truth)
+    result = simulate(arm7(), targets, "Tool", TIGHT, method="robust")
+    assert result.converged_count == 300 and result.jumps == []
+    got = baked_angles(result)
+    sk = arm7()
+    for q, (_, target) in zip(got[::7], targets[::7], strict=True):
+        sk.set_joint_values({n: {"type": "revolute", "angle": float(a)}
+                             for n, a in zip(NAMES, q, strict=True)})
+        dp, dr = pose_error(sk.joints["Tool"], target)
+        assert np.linalg.norm(dp) < 1e-5 and np.linalg.norm(dr) < 1e-4
+    true_step = np.abs(np.diff(truth, axis=0)).max()
+    assert np.abs(np.diff(got, axis=0)).max() <= 2.0 * true_step
+
+
+@pytest.mark.parametrize("window", [10**6, 150], ids=["one window", "windows of 150"])
+def test_a_forced_jump_is_named_in_the_report(window: int,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """The targets jump at frame 200 (the base turns by 1 rad at once): the bake
+    converges on every frame and names frame 200, and only it, in the report and the
+    summary line."""
+    from dhik.app import bake
+
+    monkeypatch.setattr(bake, "BATCH_WINDOW", window)
+    truth = arm7_truth(400, 5)
+    truth[200:, 0] += 1.0
+    sk = arm7()
+    lim = np.array([sk.joints[n].limits for n in NAMES])  # type: ignore[attr-defined]
+    targets = fk_targets(np.clip(truth, lim[:, 0], lim[:, 1]))
+    result = simulate(arm7(), targets, "Tool", TIGHT, method="robust")
+    assert result.converged_count == 400
+    assert result.jumps == [200] and result.report()["jumps"] == [200]
+    assert "1 jumps with no continuous path (frames 200)" in bake.summary_line(result)
