@@ -156,9 +156,11 @@ class _Track:
         return np.array(chosen[base:]) if len(chosen) > base else np.zeros((0, self.model.n))
 
     def margin(self, q: Array) -> Array:
-        """Per row: the smallest distance to a limit relative to the half-range."""
-        half = np.where(self.finite, 0.5 * (np.where(self.finite, self.model.hi, 1.0)
-                                            - np.where(self.finite, self.model.lo, -1.0)), np.inf)
+        """Per row: the smallest distance to a limit relative to the half-range (columns
+        without a range, or locked, do not count)."""
+        ranged = self.finite & (self.model.hi > self.model.lo)
+        half = np.where(ranged, 0.5 * (np.where(ranged, self.model.hi, 1.0)
+                                       - np.where(ranged, self.model.lo, -1.0)), np.inf)
         return np.min(1.0 - np.abs(q - self.mid) / half, axis=1)
 
     def coarse_frames(self, stride: int) -> Index:

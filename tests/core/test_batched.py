@@ -382,3 +382,26 @@ def test_track_from_a_given_start() -> None:
     assert res.converged.all() and res.jumps == []
     true_step = np.abs(np.diff(truth, axis=0)).max()
     assert np.abs(np.diff(res.q, axis=0)).max() <= 2.0 * true_step
+
+
+def test_track_with_a_locked_column_is_quiet() -> None:
+    """A joint whose limits are one value (a locked axis, as Blender's lock_ik gives) has
+    no range: choosing among candidates by their distance to the limits ignores it
+    (it divided 0 by 0). The path converges and numpy warns of nothing."""
+    import dataclasses
+    import warnings
+
+    arm = load_skeleton(ARM7)
+    locked = dataclasses.replace(arm, joints=tuple(
+        dataclasses.replace(j, limits=(0.3, 0.3)) if j.name == "J5" else j
+        for j in arm.joints))
+    model = BatchedModel(locked, ["Tool"])
+    rng = np.random.default_rng(4)
+    truth = sample(model, rng, 1)[0] + np.linspace(0.0, 0.05, 30)[:, None]
+    truth[:, 4] = 0.3
+    truth = np.clip(truth, model.lo, model.hi)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        res = solve_track(model, model.transforms(truth))
+    assert res.converged.all()
+    np.testing.assert_array_equal(res.q[:, 4], 0.3)
