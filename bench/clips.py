@@ -1,0 +1,83 @@
+"""Short clips: the robust bake's two trajectory engines side by side, flips and time.
+
+Usage: ``.venv/bin/python bench/clips.py [--clips 20] [--frames 300]`` (about 10 s on
+the 2-core VM). Not a test: it prints a table.
+
+The clips are bench/batch_throughput.py's: arm7 (sample_scenes/make_scenes.py), targets
+the FK of a smooth joint path within the limits, a different path per clip, a keyframe
+on every frame. Each is baked in this process with ``simulate(..., method="robust")``:
+
+- batched: the default, the whole path as one problem (``solver.tracks.solve_track``);
+- tracker: the frame-by-frame tracker (``solver.robust.solve_trajectory``), which the
+  bake uses when a chain length is set; here a chain length longer than the arm, so the
+  same joints are solved.
+
+A flip frame is one where a joint moves more than twice the largest per-frame step of
+the joint path that made the targets (bench/run.py ``jumps``, "any joint"); the ratio is
+the largest step over that true step. Times: seconds per clip, mean / median / p99.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import statistics
+import time
+from pathlib import Path
+
+import numpy as np
+from dhik.app import bake
+from dhik.app.formats import parse_skeleton, parse_targets
+from dhik.app.trajectory import interpolate_keyframes
+from dhik.model.skeleton import Skeleton
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--clips", type=int, default=20)
+    parser.add_argument("--frames", type=int, default=300)
+    args = parser.parse_args()
+    spec = importlib.util.spec_from_file_location("make_scenes",
+                                                  ROOT / "sample_scenes/make_scenes.py")
+    assert spec is not None and spec.loader is not None
+    ms = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(ms)
+    names = [j[0] for j in ms._ARM7_JOINTS]
+    limits = [j[3] for j in ms._ARM7_JOINTS]
+    rows: dict[str, dict[str, list[float]]] = {
+        e: {"time": [], "flips": [], "ratio": [], "converged": []} for e in ("batched", "tracker")}
+    for k in range(args.clips):
+        truth = np.array(ms.smooth_trajectory(limits, args.frames, seed=1000 + k))
+        keys = parse_targets(ms.fk_targets(ms.ARM7, names, truth.tolist(), "Tool"))
+        targets = interpolate_keyframes(keys)
+        true_step = np.abs(np.diff(truth, axis=0)).max()
+        for engine, row in rows.items():
+            sk = Skeleton(parse_skeleton(ms.ARM7))
+            tracks = [bake.EffectorTrack("Tool", targets, chain_length=len(names) + 10)] \
+                if engine == "tracker" else targets
+            t0 = time.perf_counter()
+            res = bake.simulate(sk, tracks, None if engine == "tracker" else "Tool",
+                                method="robust")
+            row["time"].append(time.perf_counter() - t0)
+            got = np.array([[f["joints"][n]["angle"] for n in names] for f in res.frames])
+            steps = np.abs(np.diff(got[1:], axis=0)).max(axis=1)
+            row["flips"].append(int((steps > 2.0 * true_step).sum()))
+            row["ratio"].append(float(steps.max() / true_step))
+            row["converged"].append(res.converged_count)
+    total = args.clips * args.frames
+    print(f"{args.clips} arm7 clips of {args.frames} frames, robust bake defaults\n")
+    print("| engine | converged | flip frames (clips with any) | largest ratio | "
+          "s per clip: mean | median | p99 |")
+    print("|---|---|---|---|---|---|---|")
+    for engine, row in rows.items():
+        t = np.array(row["time"])
+        clips_with = sum(1 for f in row["flips"] if f)
+        print(f"| {engine} | {int(sum(row['converged']))}/{total} | "
+              f"{int(sum(row['flips']))} ({clips_with}) | {max(row['ratio']):.1f} | "
+              f"{t.mean():.3f} | {statistics.median(t):.3f} | {np.percentile(t, 99):.3f} |")
+
+
+if __name__ == "__main__":
+    main()
