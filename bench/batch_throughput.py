@@ -37,19 +37,26 @@ import statistics  # noqa: E402
 import tempfile  # noqa: E402
 from collections.abc import Callable  # noqa: E402
 from pathlib import Path  # noqa: E402
+from types import ModuleType  # noqa: E402
 
 from dhik.app import batch  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def make_clips(root: Path, jobs: int, frames: int) -> list[batch.Job]:
-    """``jobs`` arm7 clips of ``frames`` frames under ``root``; their Job records."""
+def make_scenes() -> ModuleType:
+    """sample_scenes/make_scenes.py as a module (arm7, smooth paths, FK targets)."""
     spec = importlib.util.spec_from_file_location("make_scenes",
                                                   ROOT / "sample_scenes/make_scenes.py")
     assert spec is not None and spec.loader is not None
     ms = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(ms)
+    return ms
+
+
+def make_clips(root: Path, jobs: int, frames: int) -> list[batch.Job]:
+    """``jobs`` arm7 clips of ``frames`` frames under ``root``; their Job records."""
+    ms = make_scenes()
     names = [j[0] for j in ms._ARM7_JOINTS]
     limits = [j[3] for j in ms._ARM7_JOINTS]
     for k in range(jobs):

@@ -20,18 +20,15 @@ the largest step over that true step. Times: seconds per clip, mean / median / p
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import statistics
 import time
-from pathlib import Path
 
 import numpy as np
+from batch_throughput import make_scenes
 from dhik.app import bake
 from dhik.app.formats import parse_skeleton, parse_targets
 from dhik.app.trajectory import interpolate_keyframes
 from dhik.model.skeleton import Skeleton
-
-ROOT = Path(__file__).resolve().parents[1]
 
 
 def main() -> None:
@@ -39,11 +36,7 @@ def main() -> None:
     parser.add_argument("--clips", type=int, default=20)
     parser.add_argument("--frames", type=int, default=300)
     args = parser.parse_args()
-    spec = importlib.util.spec_from_file_location("make_scenes",
-                                                  ROOT / "sample_scenes/make_scenes.py")
-    assert spec is not None and spec.loader is not None
-    ms = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(ms)
+    ms = make_scenes()
     names = [j[0] for j in ms._ARM7_JOINTS]
     limits = [j[3] for j in ms._ARM7_JOINTS]
     rows: dict[str, dict[str, list[float]]] = {
