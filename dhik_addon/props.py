@@ -191,7 +191,8 @@ class DHIK_PG_settings(bpy.types.PropertyGroup):
         )
         cold_start: BoolProperty(
             name="Cold Start", default=False,
-            description="Solve every frame from the T-pose instead of the previous frame's pose",
+            description="Solve every frame alone, from the T-pose, instead of the frame "
+                        "range as one trajectory",
         )
         effectors: CollectionProperty(type=DHIK_PG_effector, name="Extra Effectors")
         effector_index: IntProperty(name="Active Extra Effector", default=0, min=0)

@@ -1,11 +1,14 @@
 """Simulate and bake (SPEC 6): solve every target frame, record it, build animation.json.
 
-Targets are world 4x4 matrices (metres). Frames are solved in order from the T-pose,
-each warm-started from the previous frame's solution unless ``warm_start`` is False.
-``method`` picks the solver: ``"spec"`` (SPEC 5.4's algorithm exactly; the library
-default, so existing callers are unchanged) or ``"robust"`` (``robust.solve_trajectory``:
-adaptive damping, limit-aware steps, null-space pull, restarts and bridging, several
-effectors at once; the default of the CLI and the add-on).
+Targets are world 4x4 matrices (metres). ``method`` picks the solver: ``"spec"`` (SPEC
+5.4's algorithm exactly; the library default, so existing callers are unchanged): frames
+in order from the T-pose, each warm-started from the previous frame's solution unless
+``warm_start`` is False; or ``"robust"`` (the default of the CLI and the add-on): the
+whole trajectory as one problem on the batched engine (``solver.tracks.solve_track``,
+the path of least joint motion; with ``warm_start`` False every frame alone,
+``solver.batched.solve_many``), or, with chain lengths, poles or driven joints, frame by
+frame (``robust.trajectory_frames``: adaptive damping, limit-aware steps, null-space
+pull, restarts and bridging). Both handle several effectors at once.
 """
 
 from __future__ import annotations

@@ -52,8 +52,8 @@ BAKE_OPTIONS: tuple[tuple[str, dict[str, Any]], ...] = (
                   "help": "robust (default: adaptive damping, limit-aware steps, null-space "
                           "pull, restarts) or spec (SPEC 5.4's algorithm unchanged)"}),
     ("--cold-start", {"action": "store_true",
-                      "help": "solve every frame from the T-pose (default: from the previous "
-                              "frame)"}),
+                      "help": "solve every frame alone, from the T-pose (default: the frames "
+                              "as one trajectory)"}),
     ("--max-iterations", {"type": positive(int, 1, True), "default": _D.max_iterations}),
     ("--position-tolerance", {"type": positive(float, 0, False),
                               "default": _D.position_tolerance, "metavar": "M"}),
