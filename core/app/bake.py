@@ -321,7 +321,9 @@ def _batched_frames(
     progress: Progress | None,
     jumps: list[int],
 ) -> Iterator[tuple[object, Any]]:
-    """The robust method on the batched engine, ``(SPEC 3.3 values, result)`` per frame.
+    """The robust method on the batched engine, ``(SPEC 3.3 values, result)`` per frame
+    (values in radians, metres, ``[w, x, y, z]``; errors in m and rad; targets world 4x4,
+    metres).
 
     Warm (a trajectory): ``solve_track``, the whole path as one problem, a window of
     :data:`BATCH_WINDOW` frames at a time, each window starting from the last frame of
@@ -330,8 +332,8 @@ def _batched_frames(
     """
     model = BatchedModel(skeleton.defn, names)
     total = len(per_frame)
-    count_p = np.array([w[0] > 0 for w in weights])
-    count_r = np.array([w[1] > 0 for w in weights])
+    count_p = np.array([w[0] > 0 for w in weights])[None]
+    count_r = np.array([w[1] > 0 for w in weights])[None]
     topts = TrackOptions(position_tolerance=settings.position_tolerance,
                          orientation_tolerance=settings.orientation_tolerance,
                          seed=options.seed)
@@ -355,12 +357,13 @@ def _batched_frames(
             many = solve_many(model, targets, weights, bopts)
             q, conv, iters = many.q, many.converged, many.iterations
             pe, re = many.position_error, many.orientation_error
+        # the frame's errors: the largest over the effectors whose part counts
+        worst_p = np.where(count_p, pe, 0.0).max(axis=1, initial=0.0).tolist()
+        worst_r = np.where(count_r, re, 0.0).max(axis=1, initial=0.0).tolist()
+        conv_l, iters_l, pe_l, re_l = conv.tolist(), iters.tolist(), pe.tolist(), re.tolist()
         for k in range(a - lo, len(q)):
-            result = RobustResult(bool(conv[k]), int(iters[k]),
-                                  float(np.max(pe[k][count_p], initial=0.0)),
-                                  float(np.max(re[k][count_r], initial=0.0)),
-                                  effector_errors=list(zip(pe[k].tolist(), re[k].tolist(),
-                                                           strict=True)))
+            result = RobustResult(conv_l[k], iters_l[k], worst_p[k], worst_r[k],
+                                  effector_errors=list(zip(pe_l[k], re_l[k], strict=True)))
             yield model.joint_values(q[k]), result
         a = b
         if progress is not None:

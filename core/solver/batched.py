@@ -161,6 +161,14 @@ class Problem:
             * self.row_w[:, None]
         return e, pe, re
 
+    def badness(self, pe: Array, re: Array) -> Array:
+        """Per row: the largest counted error over its tolerance (below 1: converged);
+        ``pe`` (m) and ``re`` (rad) (B, m), rows first."""
+        o = self.options
+        bp = np.where(self.count_p, pe / o.position_tolerance, 0.0)
+        br = np.where(self.count_r, re / o.orientation_tolerance, 0.0)
+        return np.maximum(bp.max(axis=1, initial=0.0), br.max(axis=1, initial=0.0))
+
     def converged(self, pe: Array, re: Array) -> BoolArray:
         """Per row: every counted error within its tolerance (``pe``, ``re`` (m, k))."""
         o = self.options
@@ -385,12 +393,23 @@ def random_starts(model: BatchedKinematics, count: int, rng: np.random.Generator
     return np.clip(a + u * (b - a), model.lo, model.hi)
 
 
+def t_pose(model: BatchedKinematics) -> Array:
+    """The T-pose's coordinates (n,), all zero (rad, m), clipped into the limits."""
+    return np.clip(np.zeros(model.n), model.lo, model.hi)
+
+
+def on_target(model: BatchedKinematics, problem: Problem, q: Array,
+              rows: Index | None = None) -> BoolArray:
+    """Per row of ``q`` (k, n), whether it already meets problem ``rows`` (default all)."""
+    return levenberg_marquardt(model, problem, q, 0, rows=rows).converged
+
+
 def cold_start(model: BatchedKinematics) -> Array:
     """Where a cold solve starts (n,): the T-pose clipped into the limits, with hinges of
     finite range moved 20 % of the way from mid-range to the upper limit (the T-pose is
     singular for many chains; sliders stay at the T-pose: a wide slider range says
     nothing about where the target is)."""
-    zero = np.clip(np.zeros(model.n), model.lo, model.hi)
+    zero = t_pose(model)
     lo, hi = search_limits(model)
     finite = np.isfinite(lo) & np.isfinite(hi) & (model.kinds == REVOLUTE)
     lo_f, hi_f = np.where(finite, lo, 0.0), np.where(finite, hi, 0.0)
@@ -417,9 +436,8 @@ def solve_many(model: BatchedKinematics, targets: ArrayLike,
     if q0 is None:  # a T-pose already on target stays; the others start cold
         start = np.broadcast_to(cold_start(model), (b, model.n)).copy()
         if b:
-            tpose = np.broadcast_to(np.clip(np.zeros(model.n), model.lo, model.hi),
-                                    (b, model.n))
-            start[levenberg_marquardt(model, problem, tpose, 0).converged] = tpose[0]
+            tpose = t_pose(model)
+            start[on_target(model, problem, np.broadcast_to(tpose, (b, model.n)))] = tpose
     else:
         start = np.asarray(q0, dtype=float).reshape(b, model.n)
     res = levenberg_marquardt(model, problem, start, opts.max_iterations)
@@ -427,7 +445,7 @@ def solve_many(model: BatchedKinematics, targets: ArrayLike,
     # answer does not depend on the other problems of the batch
     t = np.ascontiguousarray(np.asarray(targets, dtype=float).reshape(b, -1)) if b else None
     gens: dict[int, np.random.Generator] = {}
-    best_err = _badness(problem, res.position_error, res.orientation_error)
+    best_err = problem.badness(res.position_error, res.orientation_error)
     for _ in range(opts.restarts):
         todo = np.flatnonzero(~res.converged)
         if todo.size == 0:
@@ -441,7 +459,7 @@ def solve_many(model: BatchedKinematics, targets: ArrayLike,
         starts = random_starts(model, rows.size, None, problem.scale, u)
         sub = levenberg_marquardt(model, problem, starts, opts.restart_iterations, rows=rows,
                                   first_wins=True)
-        bad = _badness(problem, sub.position_error, sub.orientation_error)
+        bad = problem.badness(sub.position_error, sub.orientation_error)
         bad = np.where(sub.converged, -1.0, bad)
         for j in np.argsort(bad, kind="stable")[::-1]:  # best last: it wins the write
             p = rows[j]
@@ -453,11 +471,3 @@ def solve_many(model: BatchedKinematics, targets: ArrayLike,
                 res.orientation_error[p] = sub.orientation_error[j]
             res.iterations[p] += sub.iterations[j]
     return res
-
-
-def _badness(problem: Problem, pe: Array, re: Array) -> Array:
-    """Per row: the largest counted error over its tolerance (below 1: converged)."""
-    o = problem.options
-    bp = np.where(problem.count_p, pe / o.position_tolerance, 0.0)  # pe, re: (B, m)
-    br = np.where(problem.count_r, re / o.orientation_tolerance, 0.0)
-    return np.maximum(bp.max(axis=1, initial=0.0), br.max(axis=1, initial=0.0))

@@ -44,9 +44,11 @@ from .batched import (
     Problem,
     cold_start,
     levenberg_marquardt,
+    on_target,
     random_starts,
     rotvec,
     search_limits,
+    t_pose,
 )
 
 Array = NDArray[np.float64]
@@ -491,8 +493,9 @@ class _Track:
         """Frames left unconverged (out of reach, or missed): each stretch of them solved
         again in order, every frame from the one before (the first from its own value),
         for the closest approach; an answer replaces the frame's where its error is
-        smaller. All stretches advance together; ``q``, ``conv``, ``pe``, ``re`` in place.
-        ``keep_first``: frame 0 is given (a start) and stays."""
+        smaller. All stretches advance together; ``q`` (F, n) coordinates (rad, m),
+        ``conv``, ``pe`` (m) and ``re`` (rad) (F, m) in place. ``keep_first``: frame 0 is
+        given (a start) and stays."""
         bad = np.flatnonzero(~conv)
         if keep_first:
             bad = bad[bad > 0]
@@ -501,13 +504,7 @@ class _Track:
         cut = np.flatnonzero(np.diff(bad) > 1)
         first = bad[np.r_[0, cut + 1]]
         length = bad[np.r_[cut, bad.size - 1]] - first + 1
-        o = self.problem.options
-        tol_p = np.where(self.problem.count_p, 1.0 / o.position_tolerance, 0.0)[None]
-        tol_r = np.where(self.problem.count_r, 1.0 / o.orientation_tolerance, 0.0)[None]
-
-        def badness(p: Array, r: Array) -> Array:
-            return np.maximum((p * tol_p).max(axis=1), (r * tol_r).max(axis=1))
-
+        badness = self.problem.badness
         for j in range(int(length.max())):
             rows = first[length > j] + j
             init = q[np.maximum(rows - 1, 0)].copy()
@@ -569,19 +566,11 @@ def solve_track(model: BatchedKinematics, targets: ArrayLike,
     frames where no continuous path was found (module docstring). When a solve leaves
     jumps or unconverged frames, it is done again with coarse frames twice as dense
     (``retries`` times) and the better answer kept. Deterministic for a given
-    ``options.seed``. With ``start`` (n,), a solution of the first frame (the last frame
-    of the part of a trajectory solved before), the path starts there; without, it
-    starts at the T-pose if that is already on the first target."""
+    ``options.seed``. With ``start`` (n,) coordinates (rad, m), a solution of the first
+    frame (the last frame of the part of a trajectory solved before), the path starts
+    there; without, it starts at the T-pose if that is already on the first target."""
     opts = options or TrackOptions()
     first = None if start is None else np.asarray(start, dtype=float).reshape(model.n)
-    if first is None:  # a T-pose already on the first target is where the path starts
-        tpose = np.clip(np.zeros(model.n), model.lo, model.hi)
-        problem = Problem(model, targets, weights, BatchOptions(
-            position_tolerance=opts.position_tolerance,
-            orientation_tolerance=opts.orientation_tolerance))
-        if problem.count and levenberg_marquardt(model, problem, tpose[None], 0,
-                                                 rows=np.zeros(1, dtype=np.intp)).converged[0]:
-            first = tpose
     best = _solve_track(model, targets, weights, opts, first)
     for _ in range(opts.retries):
         if not best.jumps and best.converged.all():
@@ -611,6 +600,10 @@ def _solve_track(model: BatchedKinematics, targets: ArrayLike,
         m = len(model.effectors)
         return TrackResult(np.zeros((0, model.n)), np.zeros(0, dtype=bool),
                            np.zeros((0, m)), np.zeros((0, m)))
+    if start is None:  # a T-pose already on the first target is where the path starts
+        tpose = t_pose(model)
+        if on_target(model, tr.problem, tpose[None], np.zeros(1, dtype=np.intp))[0]:
+            start = tpose
     idx, qs, oks = tr.grid_tracks(max(opts.stride, 1))
     # lazy least-motion path: fill the chosen path's edges, put their measured costs in
     # the graph, choose again, until the path chosen is filled throughout

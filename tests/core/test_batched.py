@@ -163,14 +163,20 @@ def test_solve_many_is_deterministic() -> None:
     np.testing.assert_array_equal(a.q, b.q)
 
 
-def arm7_path(frames: int, seed: int) -> tuple[BatchedModel, np.ndarray, np.ndarray]:
-    """A smooth arm7 joint path (sinusoids at 60 % of each half-range) and its targets."""
-    model = BatchedModel(load_skeleton(ARM7), ["Tool"])
+def smooth_path(model: BatchedModel, frames: int, seed: int) -> np.ndarray:
+    """A smooth joint path (frames, n) within ``model``'s limits (rad, m): sinusoids of
+    1-3 periods at 60 % of each half-range around mid-range."""
     rng = np.random.default_rng(seed)
     mid, half = (model.lo + model.hi) / 2, (model.hi - model.lo) / 2
     periods, phase = rng.uniform(1.0, 3.0, model.n), rng.uniform(0, 2 * math.pi, model.n)
     t = np.arange(frames)[:, None] / frames
-    truth = mid + 0.6 * half * np.sin(2 * math.pi * periods * t + phase)
+    return mid + 0.6 * half * np.sin(2 * math.pi * periods * t + phase)
+
+
+def arm7_path(frames: int, seed: int) -> tuple[BatchedModel, np.ndarray, np.ndarray]:
+    """A smooth arm7 joint path (:func:`smooth_path`) and its targets."""
+    model = BatchedModel(load_skeleton(ARM7), ["Tool"])
+    truth = smooth_path(model, frames, seed)
     return model, truth, model.transforms(truth)
 
 
@@ -241,11 +247,7 @@ def test_track_spherical_and_prismatic_chains(scene: dict, effector: str) -> Non
 
     defn = parse_skeleton(scene)
     model = BatchedModel(defn, [effector])
-    rng = np.random.default_rng(4)
-    mid, half = (model.lo + model.hi) / 2, (model.hi - model.lo) / 2
-    periods, phase = rng.uniform(1.0, 3.0, model.n), rng.uniform(0, 2 * math.pi, model.n)
-    t = np.arange(300)[:, None] / 300
-    truth = mid + 0.6 * half * np.sin(2 * math.pi * periods * t + phase)
+    truth = smooth_path(model, 300, 4)
     targets = model.transforms(truth)
     res = solve_track(model, targets)
     assert res.converged.all()
@@ -264,11 +266,7 @@ def test_track_without_redundancy() -> None:
     defn = dataclasses.replace(arm, joints=joints)
     model = BatchedModel(defn, ["Tool"])
     assert model.n == 6
-    rng = np.random.default_rng(8)
-    mid, half = (model.lo + model.hi) / 2, (model.hi - model.lo) / 2
-    periods, phase = rng.uniform(1.0, 3.0, model.n), rng.uniform(0, 2 * math.pi, model.n)
-    t = np.arange(300)[:, None] / 300
-    truth = mid + 0.6 * half * np.sin(2 * math.pi * periods * t + phase)
+    truth = smooth_path(model, 300, 8)
     targets = model.transforms(truth)
     res = solve_track(model, targets)
     assert res.converged.all()
@@ -302,11 +300,7 @@ def test_track_reports_a_forced_jump() -> None:
     """The targets jump between frames 199 and 200 (the base turns by 1 rad at once):
     every frame converges, frame 200 is reported, and no other frame is."""
     model = BatchedModel(load_skeleton(ARM7), ["Tool"])
-    rng = np.random.default_rng(5)
-    mid, half = (model.lo + model.hi) / 2, (model.hi - model.lo) / 2
-    periods, phase = rng.uniform(1.0, 3.0, model.n), rng.uniform(0, 2 * math.pi, model.n)
-    t = np.arange(400)[:, None] / 400
-    truth = mid + 0.6 * half * np.sin(2 * math.pi * periods * t + phase)
+    truth = smooth_path(model, 400, 5)
     truth[200:, 0] += 1.0
     res = solve_track(model, model.transforms(np.clip(truth, model.lo, model.hi)))
     assert res.converged.all()
@@ -338,11 +332,7 @@ def test_track_hinges_without_limits() -> None:
     free = dataclasses.replace(arm, joints=tuple(dataclasses.replace(j, limits=None)
                                                  for j in arm.joints))
     limited, model = BatchedModel(arm, ["Tool"]), BatchedModel(free, ["Tool"])
-    rng = np.random.default_rng(3)
-    mid, half = (limited.lo + limited.hi) / 2, (limited.hi - limited.lo) / 2
-    periods, phase = rng.uniform(1.0, 3.0, model.n), rng.uniform(0, 2 * math.pi, model.n)
-    t = np.arange(400)[:, None] / 400
-    truth = mid + 0.6 * half * np.sin(2 * math.pi * periods * t + phase)
+    truth = smooth_path(limited, 400, 3)
     targets = model.transforms(truth)
     res = solve_track(model, targets)
     assert res.converged.all()
