@@ -151,8 +151,13 @@ class Problem:
     def residual(self, idx: Index, rot: Array, pos: Array) -> tuple[Array, Array, Array]:
         """Weighted residual (6m, k) and per-effector errors (m, k) (m), (m, k) (rad)
         of problems ``idx`` at effector poses ``rot`` (m, 3, 3, k), ``pos`` (m, 3, k)."""
-        dp = self.t_pos[..., idx] - pos  # (m, 3, k)
-        tr = self.t_rot[..., idx]
+        return self.residual_to(self.t_rot[..., idx], self.t_pos[..., idx], rot, pos)
+
+    def residual_to(self, tr: Array, tp: Array, rot: Array, pos: Array
+                    ) -> tuple[Array, Array, Array]:  # fmt: skip
+        """:meth:`residual` against targets given as rotations ``tr`` (m, 3, 3, k) and
+        positions ``tp`` (m, 3, k) (m), the problems' targets gathered once."""
+        dp = tp - pos  # (m, 3, k)
         err = np.einsum("milk,mjlk->ijmk", tr, rot)  # R_t R^T, (3, 3, m, k)
         dr = rotvec(err).transpose(1, 0, 2)  # (m, 3, k)
         pe = np.sqrt(np.einsum("mik,mik->mk", dp, dp))
@@ -241,12 +246,12 @@ def _damped(jac: Array, e: Array, w: Array, d: Array | None) -> Array:
     if d is not None:
         e = e - np.einsum("rnk,nk->rk", jac, d)
     if n >= r:
-        a = np.einsum("rnk,snk->rsk", jac, jac)
-        a[np.arange(r), np.arange(r)] += w
+        a = np.ascontiguousarray(np.einsum("rnk,snk->rsk", jac, jac))
+        a.reshape(r * r, k)[:: r + 1] += w  # the diagonal
         s = np.einsum("rnk,rk->nk", jac, spd_solve(a, e))
     else:
-        a = np.einsum("rnk,rpk->npk", jac, jac)
-        a[np.arange(n), np.arange(n)] += w
+        a = np.ascontiguousarray(np.einsum("rnk,rpk->npk", jac, jac))
+        a.reshape(n * n, k)[:: n + 1] += w
         s = spd_solve(a, np.einsum("rnk,rk->nk", jac, e))
     return s if d is None else s + d
 
@@ -320,8 +325,9 @@ def levenberg_marquardt(model: BatchedKinematics, problem: Problem, q0: Array,
         keep = (~fz).astype(float)[:, None] if fz.ndim == 1 else (~fz).T.astype(float)
     per_row = keep.shape[1] > 1
     lo_s, hi_s = lo / problem.col_scale, hi / problem.col_scale
+    tr_all, tp_all = problem.t_rot[..., idx], problem.t_pos[..., idx]  # gathered once
     rot, pos, jac = model.pose_jacobian_t(q)
-    e, pe, re = problem.residual(idx, rot, pos)
+    e, pe, re = problem.residual_to(tr_all, tp_all, rot, pos)
     weighted = jac.reshape(nr, model.n, k) * roww
     energy = 0.5 * np.einsum("rk,rk->k", e, e)
     conv = problem.converged(pe, re)
@@ -334,33 +340,45 @@ def levenberg_marquardt(model: BatchedKinematics, problem: Problem, q0: Array,
         act = np.flatnonzero(~dead if polish else ~conv & ~dead)
         if act.size == 0:
             break
-        every = act.size == k
+        every = act.size == k  # every row: no gathers, and no scatters when all accept
+        if every:
+            qa, wa, ea, ena, ma, tra, tpa = q, weighted, e, energy, mult, tr_all, tp_all
+        else:
+            qa, wa, ea, ena, ma = q[:, act], weighted[..., act], e[:, act], energy[act], \
+                mult[act]
+            tra, tpa = tr_all[..., act], tp_all[..., act]
         sel = slice(None) if every else act
-        qa = q[:, sel]
-        wd = mult[sel] * (opts.damping * energy[sel] + opts.damping_floor)
+        wd = ma * (opts.damping * ena + opts.damping_floor)
         # the pull shrinks as the damping grows: a rejected step must get shorter
-        d = None if pl is None else (pl[:, sel] - qa) * (pull_gain / np.maximum(mult[sel], 1.0))
+        d = None if pl is None else (pl[:, sel] - qa) * (pull_gain / np.maximum(ma, 1.0))
         if d is not None and frozen is not None:
             d = d * (keep[:, sel] if per_row else keep)
         # in units of each column's half range: damping and pulls weigh joints alike
         cs3 = (cs * (keep[:, sel] if per_row else keep))[None]
-        step = bounded_step(weighted[..., sel] * cs3, e[:, sel], qa / cs, lo_s, hi_s, wd,
+        step = bounded_step(wa * cs3, ea, qa / cs, lo_s, hi_s, wd,
                             None if d is None else d / cs) * cs
         qt = np.clip(qa + step, lo[:, None], hi[:, None])
         rot, pos, jt = model.pose_jacobian_t(qt)
-        et, pet, ret = problem.residual(idx[sel], rot, pos)
+        et, pet, ret = problem.residual_to(tra, tpa, rot, pos)
         en = 0.5 * np.einsum("rk,rk->k", et, et)
         ct = problem.converged(pet, ret)
-        ok = (en < energy[sel]) | ct
-        acc = act[ok]
-        q[:, acc] = qt[:, ok]
-        e[:, acc] = et[:, ok]
-        energy[acc] = en[ok]
-        pe[:, acc], re[:, acc] = pet[:, ok], ret[:, ok]
-        weighted[..., acc] = jt.reshape(nr, model.n, -1)[..., ok] * roww
-        conv[acc] = ct[ok]
-        iters[act] += 1
-        mult[act] = np.where(ok, np.maximum(mult[act] * 0.5, 1e-6), mult[act] * 10.0)
+        ok = (en < ena) | ct
+        if every and ok.all():
+            q, e, energy, pe, re, conv = qt, et, en, pet, ret, ct
+            weighted = jt.reshape(nr, model.n, k) * roww
+            iters += 1
+            mult = np.maximum(mult * 0.5, 1e-6)
+            acc = act
+        else:
+            acc = act[ok]
+            q[:, acc] = qt[:, ok]
+            e[:, acc] = et[:, ok]
+            energy[acc] = en[ok]
+            pe[:, acc], re[:, acc] = pet[:, ok], ret[:, ok]
+            weighted[..., acc] = jt.reshape(nr, model.n, -1)[..., ok] * roww
+            conv[acc] = ct[ok]
+            iters[act] += 1
+            mult[act] = np.where(ok, np.maximum(ma * 0.5, 1e-6), ma * 10.0)
         slot = it % window
         if it >= window:
             dead[act] |= energy[act] > opts.stall_ratio * hist[slot, act]
@@ -457,7 +475,8 @@ def solve_many(model: BatchedKinematics, targets: ArrayLike,
             .random((opts.restart_rows, model.n))
             for p in todo])
         starts = random_starts(model, rows.size, None, problem.scale, u)
-        sub = levenberg_marquardt(model, problem, starts, opts.restart_iterations, rows=rows,
+        sub = levenberg_marquardt(model, problem, starts,
+                                  min(opts.restart_iterations, opts.max_iterations), rows=rows,
                                   first_wins=True)
         bad = problem.badness(sub.position_error, sub.orientation_error)
         bad = np.where(sub.converged, -1.0, bad)
