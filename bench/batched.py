@@ -14,7 +14,8 @@ Times, microseconds per pose or frame: ``mean`` is the wall time of the call div
 the count. The robust engine's median and p99 are over its own per-pose (A) or per-frame
 (B, ``FrameSolution.seconds``) times. A batched call has no per-pose clock: its median
 and p99 attribute the wall time to the rows in proportion to their LM iterations
-(marked ``~``).
+(marked ``~``); for a trajectory, to the frames in proportion to the LM iterations spent
+on each (``TrackResult.iterations``: its candidates, fills and retries).
 """
 
 from __future__ import annotations
@@ -127,8 +128,9 @@ class Batched:
         t0 = time.perf_counter()
         res = solve_track(self.model, np.array(targets)[:, None])
         wall = time.perf_counter() - t0
-        st = {"mean": wall * 1e6 / len(targets), "median": None, "p99": None,
-              "approx": True, "reported_jumps": len(res.jumps)}
+        st = stats(attributed(wall, res.iterations), approx=True)
+        st["mean"] = wall * 1e6 / len(targets)
+        st["reported_jumps"] = len(res.jumps)
         return self.answers(res.q), st
 
 

@@ -336,7 +336,7 @@ def _batched_frames(
     count_r = np.array([w[1] > 0 for w in weights])[None]
     topts = TrackOptions(position_tolerance=settings.position_tolerance,
                          orientation_tolerance=settings.orientation_tolerance,
-                         seed=options.seed)
+                         max_iterations=settings.max_iterations, seed=options.seed)
     bopts = BatchOptions(position_tolerance=settings.position_tolerance,
                          orientation_tolerance=settings.orientation_tolerance,
                          max_iterations=settings.max_iterations, seed=options.seed)
@@ -350,7 +350,7 @@ def _batched_frames(
             res = solve_track(model, targets, weights, topts, start=last)
             q, conv = res.q, res.converged
             pe, re = res.position_error, res.orientation_error
-            iters = np.zeros(len(q), dtype=np.int64)
+            iters = res.iterations
             jumps.extend(lo + j for j in res.jumps if lo + j >= a)
             last = q[-1]
         else:

@@ -54,7 +54,9 @@ BAKE_OPTIONS: tuple[tuple[str, dict[str, Any]], ...] = (
     ("--cold-start", {"action": "store_true",
                       "help": "solve every frame alone, from the T-pose (default: the frames "
                               "as one trajectory)"}),
-    ("--max-iterations", {"type": positive(int, 1, True), "default": _D.max_iterations}),
+    ("--max-iterations", {"type": positive(int, 1, True), "default": _D.max_iterations,
+                          "help": "most iterations of one solve (robust trajectories: of each "
+                                  "LM run, candidates and fills alike)"}),
     ("--position-tolerance", {"type": positive(float, 0, False),
                               "default": _D.position_tolerance, "metavar": "M"}),
     ("--orientation-tolerance", {"type": positive(float, 0, False),

@@ -86,6 +86,7 @@ class TrackOptions:
     power: float = 8.0  # path cost: sum of the largest column step to this power
     path_rounds: int = 100  # lazy path search: rounds of filling the chosen edges
     flip_factor: float = 2.5  # reported jump: this many times its neighbours' median step
+    max_iterations: int = 100  # most iterations of any one LM run (caps the budgets above)
     seed: int = 0
 
 
@@ -93,13 +94,17 @@ class TrackOptions:
 class TrackResult:
     """Per frame: coordinates (F, n), converged (F,), each effector's errors (F, m) (m,
     rad); ``jumps``: frames whose step from the previous frame is a jump that no
-    continuous path avoided (the target path forces it, as far as the search tells)."""
+    continuous path avoided (the target path forces it, as far as the search tells);
+    ``iterations`` (F,): the LM iterations spent on the frame over every pass (its
+    candidates, fills and retries), the work the frame cost."""
 
     q: Array
     converged: NDArray[np.bool_]
     position_error: Array
     orientation_error: Array
     jumps: list[int] = field(default_factory=list)
+    iterations: NDArray[np.int64] = field(
+        default_factory=lambda: np.zeros(0, dtype=np.int64))
 
 
 class _Track:
@@ -113,6 +118,7 @@ class _Track:
                                   seed=options.seed)
         self.problem = Problem(model, targets, weights, self.batch)
         self.frames = self.problem.count
+        self.work = np.zeros(self.frames, dtype=np.int64)  # LM iterations per frame
         self.rng = np.random.default_rng(options.seed)
         lo, hi = search_limits(model)
         finite = np.isfinite(lo) & np.isfinite(hi)
@@ -129,9 +135,11 @@ class _Track:
     def lm(self, rows: Index, start: Array, pull: Array | None, budget: int | None = None,
            frozen: NDArray[np.bool_] | None = None
            ) -> tuple[Array, NDArray[np.bool_], Array, Array]:  # fmt: skip
+        o = self.opts
         res = levenberg_marquardt(self.model, self.problem, start,
-                                  budget or self.opts.iterations, rows=rows, pull=pull,
-                                  frozen=frozen)
+                                  min(budget or o.iterations, o.max_iterations), rows=rows,
+                                  pull=pull, frozen=frozen)
+        np.add.at(self.work, rows, res.iterations)
         return res.q, res.converged, res.position_error, res.orientation_error
 
     # -- 1'. the self-motion sampled: tracks with one joint locked on a grid -------------
@@ -509,7 +517,9 @@ class _Track:
             rows = first[length > j] + j
             init = q[np.maximum(rows - 1, 0)].copy()
             init[rows == 0] = q[0]
-            res = levenberg_marquardt(self.model, self.problem, init, 100, rows=rows)
+            res = levenberg_marquardt(self.model, self.problem, init,
+                                      self.opts.max_iterations, rows=rows)
+            np.add.at(self.work, rows, res.iterations)
             better = badness(res.position_error, res.orientation_error) < \
                 badness(pe[rows], re[rows])
             take = rows[better]
@@ -572,6 +582,7 @@ def solve_track(model: BatchedKinematics, targets: ArrayLike,
     opts = options or TrackOptions()
     first = None if start is None else np.asarray(start, dtype=float).reshape(model.n)
     best = _solve_track(model, targets, weights, opts, first)
+    work = best.iterations
     for _ in range(opts.retries):
         if not best.jumps and best.converged.all():
             break
@@ -579,8 +590,10 @@ def solve_track(model: BatchedKinematics, targets: ArrayLike,
                        coarse_motion=opts.coarse_motion / 2,
                        lane_frames=2 * opts.lane_frames)
         again = _solve_track(model, targets, weights, opts, first)
+        work = work + again.iterations  # the pass not kept was work too
         if _score(again) < _score(best):
             best = again
+    best.iterations = work
     return best
 
 
@@ -599,7 +612,8 @@ def _solve_track(model: BatchedKinematics, targets: ArrayLike,
     if f == 0:
         m = len(model.effectors)
         return TrackResult(np.zeros((0, model.n)), np.zeros(0, dtype=bool),
-                           np.zeros((0, m)), np.zeros((0, m)))
+                           np.zeros((0, m)), np.zeros((0, m)), [],
+                           np.zeros(0, dtype=np.int64))
     if start is None:  # a T-pose already on the first target is where the path starts
         tpose = t_pose(model)
         if on_target(model, tr.problem, tpose[None], np.zeros(1, dtype=np.intp))[0]:
@@ -649,7 +663,7 @@ def _solve_track(model: BatchedKinematics, targets: ArrayLike,
     if not conv.all():
         tr.closest(q, conv, pe, re, start is not None)
     jumps = [int(j) for j in _jump_frames(q, opts.flip_factor)]
-    return TrackResult(q, conv, pe, re, jumps)
+    return TrackResult(q, conv, pe, re, jumps, tr.work)
 
 
 def _jump_frames(q: Array, factor: float, window: int = 10) -> Index:

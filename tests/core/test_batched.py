@@ -395,3 +395,58 @@ def test_track_with_a_locked_column_is_quiet() -> None:
         res = solve_track(model, model.transforms(truth))
     assert res.converged.all()
     np.testing.assert_array_equal(res.q[:, 4], 0.3)
+
+
+def test_track_counts_each_frames_work(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``iterations``: per frame, the LM iterations its rows took over every pass. The
+    total is what every LM call of the solve reported (counted here independently), a
+    coarse frame (hundreds of candidates) costs far more than a frame filled between
+    coarse ones, and the count is the same on a second run."""
+    import dhik.solver.tracks as tracks
+
+    model, truth, targets = arm7_path(200, 11)
+    spent: list[np.ndarray] = []
+    inner = tracks.levenberg_marquardt
+
+    def counting(*args: object, **kwargs: object) -> object:
+        res = inner(*args, **kwargs)  # type: ignore[arg-type]
+        rows = kwargs.get("rows")
+        spent.append(np.bincount(np.arange(len(res.q)) if rows is None else rows,
+                                 weights=res.iterations, minlength=len(targets)))
+        return res
+
+    monkeypatch.setattr(tracks, "levenberg_marquardt", counting)
+    res = solve_track(model, targets)
+    assert res.iterations.shape == (len(targets),)
+    np.testing.assert_array_equal(res.iterations, np.sum(spent, axis=0))
+    assert res.iterations.min() >= 0 and res.iterations.sum() > len(targets)
+    assert res.iterations.max() > 10 * np.median(res.iterations)
+    monkeypatch.setattr(tracks, "levenberg_marquardt", inner)
+    np.testing.assert_array_equal(solve_track(model, targets).iterations, res.iterations)
+
+
+def test_track_caps_every_lm_run_at_max_iterations(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``max_iterations`` (the bake's ``--max-iterations``) caps the budget of every LM
+    run of the trajectory engine: tracking, restarts, fills and the closest approach."""
+    import dataclasses
+
+    import dhik.solver.tracks as tracks
+
+    model, truth, targets = arm7_path(60, 3)
+    budgets: list[int] = []
+    inner = tracks.levenberg_marquardt
+
+    def spy(*args: object, **kwargs: object) -> object:
+        budgets.append(int(args[3]))  # type: ignore[call-overload]
+        res = inner(*args, **kwargs)  # type: ignore[arg-type]
+        assert res.iterations.max(initial=0) <= int(args[3])  # type: ignore[call-overload]
+        return res
+
+    monkeypatch.setattr(tracks, "levenberg_marquardt", spy)
+    solve_track(model, targets)
+    assert max(budgets) > 12  # the default budgets, tracking at 15 and restarts at 60
+    budgets.clear()
+    res = solve_track(model, targets, options=dataclasses.replace(
+        tracks.TrackOptions(), max_iterations=4))
+    assert budgets and max(budgets) == 4
+    assert res.iterations.shape == (60,)

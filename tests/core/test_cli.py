@@ -7,14 +7,17 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
+from dhik.app import bake
 from dhik.app.cli import main
 from dhik.app.formats import load_animation, load_skeleton, load_targets
 from dhik.app.trajectory import interpolate_keyframes
 from dhik.model.skeleton import Skeleton
 from dhik.solver.dls import pose_error
+from dhik.solver.tracks import TrackOptions, solve_track
 from fixtures import run_on_terminal
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -56,11 +59,18 @@ def test_bake_sample_scene(scene: str, tmp_path: Path, capsys) -> None:
         assert rep["converged"] < len(frames) and "NOT converged" in lines[0]
 
 
-def test_bake_options_reach_the_solver(tmp_path: Path, capsys) -> None:
+def test_bake_options_reach_the_solver(tmp_path: Path, capsys, monkeypatch) -> None:
     args = ["bake", SCENES / "planar2/skeleton.json", SCENES / "planar2/targets.json",
             "-o", tmp_path / "a.json", "--report", tmp_path / "r.json", "--effector", "Hand",
             "--max-iterations", "7", "--position-tolerance", "1e-7",
             "--orientation-tolerance", "1e-6", "--damping", "0.01", "--no-line-search"]
+    seen: list[TrackOptions] = []
+
+    def spy(*a: Any, **kw: Any) -> Any:
+        seen.append(a[3])
+        return solve_track(*a, **kw)
+
+    monkeypatch.setattr(bake, "solve_track", spy)
     code, _, _ = run(capsys, *args)
     rep = json.loads((tmp_path / "r.json").read_text())
     assert code == 0
@@ -68,6 +78,14 @@ def test_bake_options_reach_the_solver(tmp_path: Path, capsys) -> None:
     assert rep["settings"]["damping"] == 0.01
     assert rep["settings"]["enable_line_search"] is False
     assert rep["settings"]["position_tolerance"] == 1e-7
+    # the robust (default) trajectory engine got them: every LM run is capped at 7; the
+    # report counts the iterations of every run on a frame
+    assert [(o.max_iterations, o.position_tolerance, o.orientation_tolerance)
+            for o in seen] == [(7, 1e-7, 1e-6)]
+    assert all(r["iterations"] >= 0 for r in rep["records"])
+    code, _, _ = run(capsys, *args, "--method", "spec", "-o", tmp_path / "s.json")
+    rep = json.loads((tmp_path / "r.json").read_text())
+    assert code == 0 and rep["method"] == "spec"
     assert max(r["iterations"] for r in rep["records"]) <= 7
 
 
