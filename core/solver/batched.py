@@ -297,14 +297,16 @@ def levenberg_marquardt(model: BatchedKinematics, problem: Problem, q0: Array,
                         budget: int, rows: Index | None = None, pull: Array | None = None,
                         pull_gain: float = 1.0, polish: bool = False,
                         frozen: NDArray[np.bool_] | None = None,
-                        first_wins: bool = False) -> BatchResult:  # fmt: skip
+                        first_wins: bool = False, stall_window: int | None = None
+                        ) -> BatchResult:  # fmt: skip
     """Run the batched LM from ``q0`` (k, n) for problems ``rows`` (default all, in
     order), at most ``budget`` iterations per row. ``pull`` (k, n): a reference the
     step is damped toward (its null-space part survives), ``pull_gain`` of the way.
     ``polish``: converged rows keep iterating (toward ``pull``) for the whole budget,
     a step kept when it stays converged or lowers the error. ``frozen`` (n,) for all
     rows or (k, n) per row: columns that keep their starting values. ``first_wins``:
-    rows of the same problem (``rows``) stop once one of them has converged."""
+    rows of the same problem (``rows``) stop once one of them has converged.
+    ``stall_window``: instead of the problem's ``options.stall_window``."""
     opts = problem.options
     lo, hi = model.lo, model.hi
     q = np.ascontiguousarray(np.clip(np.asarray(q0, dtype=float), lo, hi).T)  # (n, k)
@@ -333,7 +335,7 @@ def levenberg_marquardt(model: BatchedKinematics, problem: Problem, q0: Array,
     conv = problem.converged(pe, re)
     iters = np.zeros(k, dtype=int)
     mult = np.ones(k)
-    window = max(opts.stall_window, 1)
+    window = max(opts.stall_window if stall_window is None else stall_window, 1)
     hist = np.repeat(energy[None], window, axis=0)
     dead = np.zeros(k, dtype=bool)
     for it in range(budget):

@@ -52,7 +52,6 @@ from .batched import (
 )
 
 Array = NDArray[np.float64]
-Segment = tuple[Array, NDArray[np.bool_], Array, Array]  # coordinates, converged, errors
 
 
 @dataclass(frozen=True)
@@ -87,6 +86,9 @@ class TrackOptions:
     path_rounds: int = 100  # lazy path search: rounds of filling the chosen edges
     flip_factor: float = 2.5  # reported jump: this many times its neighbours' median step
     max_iterations: int = 100  # most iterations of any one LM run (caps the budgets above)
+    # an LM row that has not halved its error over this many iterations stops (a track
+    # running into a fold of its cell dies early instead of using the whole budget)
+    stall_window: int = 4
     seed: int = 0
 
 
@@ -107,6 +109,25 @@ class TrackResult:
         default_factory=lambda: np.zeros(0, dtype=np.int64))
 
 
+@dataclass
+class _Fill:
+    """An edge's frames, filled by bisection: coordinates (L + 1, n) from its first frame
+    ``first``, converged, errors (L + 1, m) (m, rad), which frames are known yet, and
+    the bisection levels done."""
+
+    first: int
+    q: Array
+    conv: NDArray[np.bool_]
+    pe: Array
+    re: Array
+    have: NDArray[np.bool_]
+    level: int = 0
+
+    @property
+    def done(self) -> bool:
+        return bool(self.have.all())
+
+
 class _Track:
     def __init__(self, model: BatchedKinematics, targets: ArrayLike,
                  weights: Sequence[tuple[float, float]] | None, options: TrackOptions
@@ -115,7 +136,7 @@ class _Track:
         self.opts = options
         self.batch = BatchOptions(position_tolerance=options.position_tolerance,
                                   orientation_tolerance=options.orientation_tolerance,
-                                  seed=options.seed)
+                                  stall_window=options.stall_window, seed=options.seed)
         self.problem = Problem(model, targets, weights, self.batch)
         self.frames = self.problem.count
         self.work = np.zeros(self.frames, dtype=np.int64)  # LM iterations per frame
@@ -453,48 +474,56 @@ class _Track:
         return path
 
     # -- 3. fill -------------------------------------------------------------------------
-    def fill_segments(self, segs: list[tuple[int, int, Array, Array]]
-                      ) -> list[Segment]:  # fmt: skip
-        """The frames of segments ``(a, b, q_a, q_b)`` by batched bisection, all
-        segments at once: each midpoint starts from the straight line between its known
-        neighbours and is pulled toward it in the null space. Per segment: coordinates
-        (L + 1, n), converged, position and orientation errors (L + 1, m)."""
+    def start_fill(self, a: int, b: int, qa: Array, qb: Array) -> _Fill:
+        """The fill of an edge from frame ``a`` at ``qa`` to frame ``b`` at ``qb`` (n,)
+        (rad, m): its ends known, nothing between yet."""
         n, m = self.model.n, len(self.model.effectors)
-        out = []
-        for a, b, qa, qb in segs:
-            q = np.zeros((b - a + 1, n))
-            # hinges without limits end on the turn nearest the start
-            q[0], q[-1] = qa, np.where(self.wrap, qa + (qb - qa + np.pi) % (2 * np.pi) - np.pi,
-                                       qb)
-            have = np.zeros(b - a + 1, dtype=bool)
-            have[0] = have[-1] = True
-            out.append((q, np.ones(b - a + 1, dtype=bool), np.zeros((b - a + 1, m)),
-                        np.zeros((b - a + 1, m)), have))
-        level = 0
-        while True:
-            rows, inits, where = [], [], []
-            for si, (a, _, _, _) in enumerate(segs):
-                q, _, _, _, have = out[si]
-                ks = np.flatnonzero(have)
-                for g in np.flatnonzero(np.diff(ks) > 1):
-                    lft, rgt = ks[g], ks[g + 1]
-                    # bisection for the first levels, then every frame left at once
-                    mids = [(lft + rgt) // 2] if level < self.opts.fill_levels else \
-                        range(lft + 1, rgt)
-                    for mid in mids:
-                        t = (mid - lft) / (rgt - lft)
-                        rows.append(a + mid)
-                        inits.append(q[lft] + t * (q[rgt] - q[lft]))
-                        where.append((si, mid))
-            if not rows:
-                break
-            level += 1
-            init = np.array(inits)
-            sol, ok, p, r = self.lm(np.array(rows), init, init)
-            for j, (si, mid) in enumerate(where):
-                q, conv, pe, re, have = out[si]
-                q[mid], conv[mid], pe[mid], re[mid], have[mid] = sol[j], ok[j], p[j], r[j], True
-        return [(q, conv, pe, re) for q, conv, pe, re, _ in out]
+        q = np.zeros((b - a + 1, n))
+        # hinges without limits end on the turn nearest the start
+        q[0], q[-1] = qa, np.where(self.wrap, qa + (qb - qa + np.pi) % (2 * np.pi) - np.pi, qb)
+        have = np.zeros(b - a + 1, dtype=bool)
+        have[0] = have[-1] = True
+        return _Fill(a, q, np.ones(b - a + 1, dtype=bool), np.zeros((b - a + 1, m)),
+                     np.zeros((b - a + 1, m)), have)
+
+    def advance(self, fills: list[_Fill]) -> None:
+        """One bisection level of every unfinished fill, all in one batched LM call: the
+        midpoint of each gap for the first ``fill_levels`` levels, then every frame left
+        at once. Each frame starts from the straight line between its known neighbours
+        and is pulled toward it in the null space."""
+        rows, inits, where = [], [], []
+        for fi, fl in enumerate(fills):
+            ks = np.flatnonzero(fl.have)
+            for g in np.flatnonzero(np.diff(ks) > 1):
+                lft, rgt = ks[g], ks[g + 1]
+                mids = [(lft + rgt) // 2] if fl.level < self.opts.fill_levels else \
+                    range(lft + 1, rgt)
+                for mid in mids:
+                    t = (mid - lft) / (rgt - lft)
+                    rows.append(fl.first + mid)
+                    inits.append(fl.q[lft] + t * (fl.q[rgt] - fl.q[lft]))
+                    where.append((fi, mid))
+            fl.level += 1
+        if not rows:
+            return
+        init = np.array(inits)
+        sol, ok, p, r = self.lm(np.array(rows), init, init)
+        for j, (fi, mid) in enumerate(where):
+            fl = fills[fi]
+            fl.q[mid], fl.conv[mid], fl.pe[mid], fl.re[mid] = sol[j], ok[j], p[j], r[j]
+            fl.have[mid] = True
+
+    def fill_cost(self, fl: _Fill) -> float:
+        """The edge's cost as far as its fill knows it: over each stretch between known
+        frames, ``L (d / L)^power`` (``d`` the largest column distance, ``L`` the frames
+        between), and 1e6 per known unconverged frame inside. A lower bound of the cost
+        of the finished fill (a sum of the largest column step per frame to the
+        ``power``; Jensen), and that cost itself once every frame is known."""
+        ks = np.flatnonzero(fl.have)
+        span = np.diff(ks).astype(float)
+        d = np.max(np.abs(np.diff(fl.q[ks], axis=0)), axis=1)
+        return float(np.sum(span * (d / span) ** self.opts.power)
+                     + 1e6 * np.count_nonzero(~fl.conv[ks[1:-1]]))
 
     def closest(self, q: Array, conv: NDArray[np.bool_], pe: Array, re: Array,
                 keep_first: bool) -> None:  # fmt: skip
@@ -518,53 +547,14 @@ class _Track:
             init = q[np.maximum(rows - 1, 0)].copy()
             init[rows == 0] = q[0]
             res = levenberg_marquardt(self.model, self.problem, init,
-                                      self.opts.max_iterations, rows=rows)
+                                      self.opts.max_iterations, rows=rows,
+                                      stall_window=BatchOptions.stall_window)
             np.add.at(self.work, rows, res.iterations)
             better = badness(res.position_error, res.orientation_error) < \
                 badness(pe[rows], re[rows])
             take = rows[better]
             q[take], conv[take] = res.q[better], res.converged[better]
             pe[take], re[take] = res.position_error[better], res.orientation_error[better]
-
-    def segment_cost(self, q: Array, conv: NDArray[np.bool_]) -> float:
-        """Sum over the segment's steps of the ``power``-th power of the largest column
-        step, and a large penalty per unconverged frame."""
-        steps = np.max(np.abs(np.diff(q, axis=0)), axis=1)
-        return float(np.sum(steps**self.opts.power) + 1e6 * np.count_nonzero(~conv[1:-1]))
-
-    def fill(self, known: dict[int, Array]) -> tuple[Array, Array, Array, Array]:
-        """Every frame from the coarse ones, by batched bisection (module docstring)."""
-        n, f = self.model.n, self.frames
-        q = np.zeros((f, n))
-        have = np.zeros(f, dtype=bool)
-        conv = np.zeros(f, dtype=bool)
-        pe = np.zeros((f, len(self.model.effectors)))
-        re = np.zeros_like(pe)
-        for i, v in known.items():
-            q[i], have[i] = v, True
-        while not have.all():
-            ks = np.flatnonzero(have)
-            gaps = np.flatnonzero(np.diff(ks) > 1)
-            a, b = ks[gaps], ks[gaps + 1]
-            m = (a + b) // 2
-            t = ((m - a) / (b - a))[:, None]
-            # Catmull-Rom tangents from the known neighbours (one-sided at the ends)
-            pa = ks[np.maximum(gaps - 1, 0)]
-            nb = ks[np.minimum(gaps + 2, len(ks) - 1)]
-            qa, qb = q[a], q[b]
-            span = (b - a)[:, None].astype(float)
-            ta = np.where((a > pa)[:, None], (qb - q[pa]) / np.maximum(b - pa, 1)[:, None],
-                          (qb - qa) / span) * span
-            tb = np.where((nb > b)[:, None], (q[nb] - qa) / np.maximum(nb - a, 1)[:, None],
-                          (qb - qa) / span) * span
-            h00, h10 = 2 * t**3 - 3 * t**2 + 1, t**3 - 2 * t**2 + t
-            h01, h11 = -2 * t**3 + 3 * t**2, t**3 - t**2
-            init = np.clip(h00 * qa + h10 * ta + h01 * qb + h11 * tb, self.model.lo,
-                           self.model.hi)
-            sol, ok, p, r = self.lm(m, init, init)
-            q[m], conv[m], pe[m], re[m] = sol, ok, p, r
-            have[m] = True
-        return q, conv, pe, re
 
 
 def solve_track(model: BatchedKinematics, targets: ArrayLike,
@@ -619,38 +609,44 @@ def _solve_track(model: BatchedKinematics, targets: ArrayLike,
         if on_target(model, tr.problem, tpose[None], np.zeros(1, dtype=np.intp))[0]:
             start = tpose
     idx, qs, oks = tr.grid_tracks(max(opts.stride, 1))
-    # lazy least-motion path: fill the chosen path's edges, put their measured costs in
-    # the graph, choose again, until the path chosen is filled throughout
+    # lazy least-motion path: choose the path on the costs known, take every edge of it
+    # one bisection level further (one batched call), put the costs they now show (lower
+    # bounds, exact once filled) in the graph, choose again, until the path chosen is
+    # filled throughout. An edge left behind has cost a midpoint, not every frame.
     nodes = tr.live_nodes(qs, oks)
     if start is not None:  # the path leaves frame 0 from ``start`` only
         qs[0, 0], oks[0, 0] = start, True
         nodes[0] = np.zeros(1, dtype=np.intp)
     where = [{int(k): j for j, k in enumerate(nd)} for nd in nodes]
     costs = tr.edge_costs(qs, idx, nodes, opts.power)
-    filled: dict[tuple[int, int, int], Segment] = {}
+    fills: dict[tuple[int, int, int], _Fill] = {}
     edges: list[tuple[int, int, int]] = []
     for _ in range(opts.path_rounds):
         path = tr.ladder(costs, nodes, oks)
         edges = [(i, int(path[i - 1]), int(path[i])) for i in range(1, len(idx))]
-        new = [e for e in edges if e not in filled]
-        if not new:
+        for i, a, b in edges:
+            if (i, a, b) not in fills:
+                fills[(i, a, b)] = tr.start_fill(int(idx[i - 1]), int(idx[i]), qs[i - 1, a],
+                                                 qs[i, b])
+        todo = [e for e in edges if not fills[e].done]
+        if not todo:
             break
-        segs = [(int(idx[i - 1]), int(idx[i]), qs[i - 1, a], qs[i, b]) for i, a, b in new]
-        for e, res in zip(new, tr.fill_segments(segs), strict=True):
-            filled[e] = res
+        tr.advance([fills[e] for e in todo])
+        for e in todo:
             i, frm, to = e
-            costs[i][where[i][to], where[i - 1][frm]] = tr.segment_cost(res[0], res[1])
+            costs[i][where[i][to], where[i - 1][frm]] = tr.fill_cost(fills[e])
+    left = [fills[e] for e in edges if not fills[e].done]
+    while left:  # out of rounds: finish the path chosen last
+        tr.advance(left)
+        left = [fl for fl in left if not fl.done]
     n, m = model.n, len(model.effectors)
     q, conv = np.zeros((f, n)), np.zeros(f, dtype=bool)
     pe, re = np.zeros((f, m)), np.zeros((f, m))
-    for i, a, b in edges:
-        if (i, a, b) not in filled:  # out of rounds: fill what is left
-            seg = (int(idx[i - 1]), int(idx[i]), qs[i - 1, a], qs[i, b])
-            filled[(i, a, b)] = tr.fill_segments([seg])[0]
-        sq, sc, sp, sr = filled[(i, a, b)]
-        lo_f, hi_f = int(idx[i - 1]), int(idx[i])
-        q[lo_f:hi_f + 1], conv[lo_f:hi_f + 1] = sq, sc
-        pe[lo_f:hi_f + 1], re[lo_f:hi_f + 1] = sp, sr
+    for e in edges:
+        fl = fills[e]
+        lo_f, hi_f = fl.first, fl.first + len(fl.q) - 1
+        q[lo_f:hi_f + 1], conv[lo_f:hi_f + 1] = fl.q, fl.conv
+        pe[lo_f:hi_f + 1], re[lo_f:hi_f + 1] = fl.pe, fl.re
     if len(idx) == 1:
         q[0] = qs[0, int(np.argmax(oks[0]))]
     if tr.wrap.any():  # segments may end a whole turn apart: join them
