@@ -74,7 +74,9 @@ class BatchOptions:
     restarts: int = 8  # rounds of random restarts of the unconverged problems
     restart_rows: int = 4  # random starts per unconverged problem and round
     restart_iterations: int = 40
-    stall_window: int = 10  # iterations over which E must fall below stall_ratio of itself
+    # iterations over which E must fall below stall_ratio of itself (a row that does not
+    # is stalled: a cold solve restarts it, a track lets it die)
+    stall_window: int = 4
     stall_ratio: float = 0.5
     seed: int = 0
     scaled_columns: bool = True  # steps in units of each column's half range
