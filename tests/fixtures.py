@@ -6,10 +6,17 @@
 
 from __future__ import annotations
 
+import math
 import os
 import pty
 import subprocess
+from pathlib import Path
 from typing import Any
+
+import numpy as np
+
+# The 7-DoF arm of sample_scenes (every joint a limited hinge; effector "Tool").
+ARM7 = str(Path(__file__).resolve().parents[1] / "sample_scenes" / "arm7" / "skeleton.json")
 
 # An arm on a spine: a revolute spine (world Z), a ball shoulder, a hinged elbow (world Z,
 # limited) and a fixed hand, the effector. Metres, radians. Chain length 3 (hand, elbow,
@@ -65,3 +72,13 @@ def run_on_terminal(args: list[str], stream: str) -> tuple[subprocess.CompletedP
         chunks.append(data)
     os.close(master)
     return proc, b"".join(chunks).decode()
+
+
+def smooth_path(lo: np.ndarray, hi: np.ndarray, frames: int, seed: int) -> np.ndarray:
+    """A smooth joint path (frames, n) within the limits ``lo``..``hi`` (rad, m):
+    sinusoids of 1-3 periods at 60 % of each half-range around mid-range."""
+    rng = np.random.default_rng(seed)
+    mid, half = (lo + hi) / 2, (hi - lo) / 2
+    periods, phase = rng.uniform(1.0, 3.0, len(lo)), rng.uniform(0, 2 * math.pi, len(lo))
+    t = np.arange(frames)[:, None] / frames
+    return mid + 0.6 * half * np.sin(2 * math.pi * periods * t + phase)

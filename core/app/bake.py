@@ -194,6 +194,8 @@ def simulate(
     method: str = "spec",
     options: RobustOptions | None = None,
     driven: Sequence[tuple[int, Mapping[str, Mapping[str, Any]]]] | None = None,
+    previous: Mapping[str, Mapping[str, Any]] | None = None,
+    following: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> BakeResult:
     """Solve ``targets`` in order and collect the bake.
 
@@ -209,6 +211,14 @@ def simulate(
     spine under an arm's IK): a frame takes the latest entry at or before it (the first
     before the first), and the baked frames carry those values. Joints neither solved
     nor driven keep the T-pose.
+
+    ``previous`` gives the pose on the frame before the first, as SPEC 3.3 entries (the
+    keys a re-baked part of an animation follows, in Blender): a warm bake starts from
+    the first frame's solution nearest to it (robust trajectories: reached from it by
+    LM, when it is reached; frame by frame: the first frame's warm start).
+    ``following``, the pose on the frame after the last (the keys after that part): a
+    robust trajectory on the flip-free engine ends at the last frame's solution reached
+    from it. A cold start ignores both.
     """
     settings = settings or SolverSettings()
     if method not in METHODS:
@@ -226,6 +236,9 @@ def simulate(
     jumps: list[int] = []  # frame indices
     start = time.perf_counter()
     skeleton.reset()
+    fixed = skeleton.joint_values()  # the T-pose: joints off the paths keep it
+    if previous and warm_start:  # frame by frame: the first frame's warm start
+        skeleton.set_joint_values({k: dict(v) for k, v in previous.items()})
     model = CompiledKinematics(skeleton, names, [t.chain_length for t in tracks])
     if method == "spec":
         if any((t.pos_weight, t.rot_weight) != (1.0, 1.0) for t in tracks):
@@ -235,13 +248,13 @@ def simulate(
     elif extras is None and not any(t.chain_length for t in tracks):
         weights = [(t.pos_weight, t.rot_weight) for t in tracks]
         solved = _batched_frames(skeleton, names, per_frame, settings, weights, warm_start,
-                                 options or RobustOptions(), progress, jumps)
+                                 options or RobustOptions(), progress, jumps, previous,
+                                 following)
     else:
         weights = [(t.pos_weight, t.rot_weight) for t in tracks]
         solved = ((f.state, f.result) for f in trajectory_frames(
             model, per_frame, settings, weights=weights, options=options,
-            cold_start=not warm_start, progress=progress))
-    fixed = skeleton.joint_values()  # the T-pose: joints off the paths keep it
+            cold_start=not warm_start, progress=progress, keep_start=bool(previous)))
     kinds = [entry["type"] for entry in fixed.values()]
     count = len(numbers)
     width = sum(AnimationColumns.WIDTH[k] for k in kinds)
@@ -320,6 +333,8 @@ def _batched_frames(
     options: RobustOptions,
     progress: Progress | None,
     jumps: list[int],
+    previous: Mapping[str, Mapping[str, Any]] | None = None,
+    following: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> Iterator[tuple[object, Any]]:
     """The robust method on the batched engine, ``(SPEC 3.3 values, result)`` per frame
     (values in radians, metres, ``[w, x, y, z]``; errors in m and rad; targets world 4x4,
@@ -327,10 +342,13 @@ def _batched_frames(
 
     Warm (a trajectory): ``solve_track``, the whole path as one problem, a window of
     :data:`BATCH_WINDOW` frames at a time, each window starting from the last frame of
-    the one before; frames where no continuous path was found are added to ``jumps``.
-    Cold: ``solve_many``, every frame alone, a window at a time.
+    the one before (the first from the frame ``previous`` to it, the last to the frame
+    ``following``, when given); frames where no continuous path was found are added
+    to ``jumps``. Cold: ``solve_many``, every frame alone, a window at a time.
     """
     model = BatchedModel(skeleton.defn, names)
+    before = model.coordinates(previous) if previous else None
+    after = model.coordinates(following) if following else None
     total = len(per_frame)
     count_p = np.array([w[0] > 0 for w in weights])[None]
     count_r = np.array([w[1] > 0 for w in weights])[None]
@@ -347,7 +365,9 @@ def _batched_frames(
         b = min(total, lo + BATCH_WINDOW)
         targets = np.array([list(per_frame[i]) for i in range(lo, b)], dtype=float)
         if warm_start:
-            res = solve_track(model, targets, weights, topts, start=last)
+            res = solve_track(model, targets, weights, topts, start=last,
+                              before=before if last is None else None,
+                              after=after if b == total else None)
             q, conv = res.q, res.converged
             pe, re = res.position_error, res.orientation_error
             iters = res.iterations

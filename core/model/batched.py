@@ -13,14 +13,16 @@ metres, radians. It implements ``solver.batched.BatchedKinematics``.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, cast
 
 import numpy as np
 from numpy.typing import NDArray
 
-from ..rotations import quat_to_euler_xyz, quat_to_matrix
+from ..rotations import euler_xyz_to_quat, quat_to_euler_xyz, quat_to_matrix
 from ..solver.batched import PRISMATIC, REVOLUTE
+from ..solver.robust.angles import angles_in_box
 from .definition import SkeletonDef
 from .skeleton import Skeleton
 
@@ -277,6 +279,25 @@ class BatchedModel:
                          "euler": [float(v) for v in quat_to_euler_xyz(np.array(quat))],
                          "quaternion": list(quat)}
         return out
+
+    def coordinates(self, values: Mapping[str, Mapping[str, Any]]) -> Array:
+        """The coordinate row (n,) of SPEC 3.3 joint values (radians, metres, ``[w, x,
+        y, z]``), the inverse of :meth:`joint_values`: a spherical joint's intrinsic XYZ
+        angles nearest its box (clamped into it); a joint not in ``values`` at the
+        T-pose."""
+        q = np.zeros(self.n)
+        for name, c, kind in self._one_dof:
+            entry = values.get(name)
+            if entry is not None:
+                q[c] = float(entry["displacement" if kind == PRISMATIC else "angle"])
+        for name, c in self._spherical:
+            entry = values.get(name)
+            if entry is not None:
+                quat = entry["quaternion"] if "quaternion" in entry else \
+                    euler_xyz_to_quat(entry["euler"])
+                q[c:c + 3] = angles_in_box([float(v) for v in quat], self.lo[c:c + 3].tolist(),
+                                           self.hi[c:c + 3].tolist())
+        return q
 
 
 _MIX = {0: (1, 2), 1: (2, 0), 2: (0, 1)}  # columns a turn about X, Y, Z mixes

@@ -18,11 +18,13 @@ trajectory is solved as one problem (``solve_track``):
 3. the path: dynamic programming over this ladder graph (as ROS-Industrial's Descartes
    planner does over IK solutions) for the least sum of the ``power``-th power of the
    largest column step per frame (nearly least-max). An edge's first cost is a lower
-   bound from its ends; the edges of the path chosen are then filled (every frame
-   between, by batched bisection: each midpoint from the straight line between its known
-   neighbours, pulled toward it in the null space) and their measured cost replaces the
-   bound; the path is chosen again until every edge of it has been filled: a branch
-   switch hidden between two coarse frames shows in its fill and is avoided;
+   bound from its ends; every edge of the path chosen is then taken one bisection level
+   further (all in one batch: the midpoints first, then every frame left; each frame
+   from the straight line between its known neighbours, pulled toward it in the null
+   space), and the lower bound its known frames now give replaces its cost (exact once
+   it is filled); the path is chosen again until every edge of it has been filled: a
+   branch switch hidden between two coarse frames shows in its fill and is avoided, and
+   an edge the search leaves behind has cost a midpoint, not every frame;
 4. frames whose step from the previous frame is still a jump (more than ``flip_factor``
    times the median step of the ten frames on each side) are reported: no continuous
    path was found there.
@@ -232,13 +234,16 @@ class _Track:
         order = [int(c) for c in np.argsort(-score, kind="stable") if score[c] > 0]
         return order[:count]
 
-    def grid_tracks(self, stride: int) -> tuple[Index, Array, NDArray[np.bool_]]:
+    def grid_tracks(self, stride: int, start: Array | None = None, end: Array | None = None
+                    ) -> tuple[Index, Array, NDArray[np.bool_]]:  # fmt: skip
         """Grid tracks through the coarse frames in lanes run side by side (one batch):
         the coarse frames are cut into up to ``lanes`` segments, each tracked forward
         from its first frame and, with ``both_ways``, backward from its last (parts of
         the self-motion that become reachable only later are followed back in time).
-        Every lane's tracks are candidates of the frames it passes. Returns the coarse
-        frames (C,), coordinates (C, N, n) and converged (C, N)."""
+        Every lane's tracks are candidates of the frames it passes; with ``start`` (n,),
+        a solution of frame 0, one more track follows it from there (no column locked),
+        and with ``end``, a solution of the last frame, one more back from there.
+        Returns the coarse frames (C,), coordinates (C, N, n) and converged (C, N)."""
         o = self.opts
         frames = self.coarse_frames(stride)
         probe = self.seeds(0, 4)
@@ -252,18 +257,25 @@ class _Track:
             lanes.append(seg)
             if o.both_ways and len(seg) > 1:
                 lanes.append(seg[::-1])
-        qs, oks = self.grid_pass(frames, lanes, frees)
+        anchors = [] if start is None else [(0, start)]
+        if end is not None and lanes[-1][0] == c - 1:  # a lane that starts at the end
+            anchors.append((len(lanes) - 1, end))
+        qs, oks = self.grid_pass(frames, lanes, frees, anchors)
         return frames, qs, oks
 
-    def grid_pass(self, frames: Index, lanes: list[Index], frees: list[int]
+    def grid_pass(self, frames: Index, lanes: list[Index], frees: list[int],
+                  anchors: Sequence[tuple[int, Array]] = ()
                   ) -> tuple[Array, NDArray[np.bool_]]:  # fmt: skip
         """Coarse tracks along each lane (coarse indices into ``frames``, in order), all
         lanes advancing together. On a redundant chain: for each free column in
         ``frees``, one track per value of a grid over its range (that column locked, the
         others solving the rest) and per branch, so that the self-motion is sampled where
         any one column folds; otherwise ``branches`` tracks. Dead tracks grow back from
-        live ones of their lane and from random restarts now and then. Returns
-        coordinates (C, N, n) and converged (C, N) (False where a lane does not pass)."""
+        live ones of their lane and from random restarts now and then. Each of
+        ``anchors``, ``(lane, q)`` with ``q`` a solution of the lane's first coarse
+        frame, adds a slot that follows ``q`` along that lane (no column locked, never
+        grown back). Returns coordinates (C, N, n) and converged (C, N) (False where a
+        lane does not pass)."""
         o, model = self.opts, self.model
         per = o.candidates if frees else o.branches
         if frees:
@@ -287,12 +299,24 @@ class _Track:
         if frees:
             frozen = np.zeros((len(slot_col), model.n), dtype=bool)
             frozen[np.arange(len(slot_col)), slot_col] = True
+        extra = len(cell_value) + np.arange(len(anchors))  # the anchors' slots
+        if anchors:
+            count = len(anchors)
+            cell_value = np.append(cell_value, np.zeros(count))
+            slot_col = np.append(slot_col, np.full(count, -1))
+            lane_of = np.append(lane_of, [lane for lane, _ in anchors])
+            if frozen is not None:
+                frozen = np.vstack([frozen, np.zeros((count, model.n), dtype=bool)])
         self.cells = (g, per, slot_col, cell_value, lane_of)
         slots = len(cell_value)
         self._wait = np.zeros(slots, dtype=int)  # lateral growth: not tried before this
+        self.growable = np.ones(slots, dtype=bool)  # dead slots that may grow back
         q = np.zeros((slots, model.n))
         ok = np.zeros(slots, dtype=bool)
         prev = np.zeros_like(q)
+        for slot, (_, pose) in zip(extra, anchors, strict=True):
+            q[slot], prev[slot], ok[slot] = pose, pose, True
+            self.growable[slot] = False
         qs = np.zeros((len(frames), slots, model.n))
         oks = np.zeros((len(frames), slots), dtype=bool)
         lengths = np.array([len(lane) for lane in lanes])
@@ -332,6 +356,9 @@ class _Track:
                 if i < len(lane):
                     mine = slice(lane_i * width, (lane_i + 1) * width)
                     qs[lane[i], mine], oks[lane[i], mine] = q[mine], ok[mine]
+            for slot, (lane_i, _) in zip(extra, anchors, strict=True):
+                if i < len(lanes[lane_i]):
+                    qs[lanes[lane_i][i], slot], oks[lanes[lane_i][i], slot] = q[slot], ok[slot]
         return qs, oks
 
     def _reseed(self, i: int, slot_frame: Index, active: NDArray[np.bool_], q: Array,
@@ -340,7 +367,7 @@ class _Track:
         """Random restarts for (a spread-out subset of) the dead active slots."""
         o = self.opts
         _, per, slot_col, cell_value, _ = self.cells
-        dead = np.flatnonzero(~ok & active)
+        dead = np.flatnonzero(~ok & active & self.growable)
         if dead.size == 0:
             return
         reps = o.reseed_rows if i > 0 else o.restart_rows
@@ -378,7 +405,7 @@ class _Track:
         value (within one and a half cells), that column moved onto the cell. Returns
         the dead slots (one per start) and the starts."""
         g, per, slot_col, cell_value, lane_of = self.cells
-        dead = np.flatnonzero(~ok & active & (self._wait <= i))
+        dead = np.flatnonzero(~ok & active & (self._wait <= i) & self.growable)
         live = np.flatnonzero(ok & active)
         if dead.size == 0 or live.size == 0:
             return np.zeros(0, dtype=np.intp), np.zeros((0, self.model.n))
@@ -386,7 +413,10 @@ class _Track:
         width = (hi - lo) / g
         gap = np.abs(q[live][:, slot_col[dead]].T - cell_value[dead][:, None])  # (D, L)
         gap[lane_of[dead][:, None] != lane_of[live][None, :]] = np.inf
-        take = np.argsort(gap, axis=1, kind="stable")[:, : self.opts.lateral_sources]
+        if self.opts.lateral_sources == 1:  # the nearest: the first of the smallest
+            take = gap.argmin(axis=1)[:, None]
+        else:
+            take = np.argsort(gap, axis=1, kind="stable")[:, : self.opts.lateral_sources]
         near = np.take_along_axis(gap, take, axis=1) <= 1.5 * width[:, None]
         rows = np.repeat(dead, take.shape[1])[near.ravel()]
         starts = q[live[take.ravel()[near.ravel()]]].copy()
@@ -452,19 +482,18 @@ class _Track:
         return out
 
     @staticmethod
-    def ladder(edges: list[Array], nodes: list[Index], oks: NDArray[np.bool_]) -> Index:
+    def ladder(edges: list[Array], nodes: list[Index], penalty: list[Array]) -> Index:
         """Per coarse frame the chosen candidate (C,): the path of least summed edge
         cost (``edges`` from :meth:`edge_costs`, measured entries written over the
-        estimates), unconverged nodes costing 1e6 each, by dynamic programming over the
-        ladder graph."""
+        estimates) and node ``penalty`` (per coarse frame and node: 1e6 for an
+        unconverged one, else 0), by dynamic programming over the ladder graph."""
         c = len(nodes)
-        cost = np.where(oks[0][nodes[0]], 0.0, 1e6)
+        cost = penalty[0]
         back: list[Array] = [np.zeros(0, dtype=int)]
         for i in range(1, c):
-            total = cost[None, :] + edges[i]
-            bi = np.argmin(total, axis=1)
-            back.append(bi)
-            cost = total[np.arange(len(bi)), bi] + np.where(oks[i][nodes[i]], 0.0, 1e6)
+            total = edges[i] + cost  # (to, from)
+            back.append(total.argmin(axis=1))
+            cost = total.min(axis=1) + penalty[i]
         pos = int(np.argmin(cost))
         path = np.zeros(c, dtype=int)
         for i in range(c - 1, -1, -1):
@@ -492,26 +521,34 @@ class _Track:
         at once. Each frame starts from the straight line between its known neighbours
         and is pulled toward it in the null space."""
         rows, inits, where = [], [], []
-        for fi, fl in enumerate(fills):
+        for fl in fills:
             ks = np.flatnonzero(fl.have)
-            for g in np.flatnonzero(np.diff(ks) > 1):
-                lft, rgt = ks[g], ks[g + 1]
-                mids = [(lft + rgt) // 2] if fl.level < self.opts.fill_levels else \
-                    range(lft + 1, rgt)
-                for mid in mids:
-                    t = (mid - lft) / (rgt - lft)
-                    rows.append(fl.first + mid)
-                    inits.append(fl.q[lft] + t * (fl.q[rgt] - fl.q[lft]))
-                    where.append((fi, mid))
-            fl.level += 1
+            gaps = np.flatnonzero(np.diff(ks) > 1)
+            level, fl.level = fl.level, fl.level + 1
+            if gaps.size == 0:
+                continue
+            if level < self.opts.fill_levels:  # the midpoint of each gap
+                lft, rgt = ks[gaps], ks[gaps + 1]
+                mids = (lft + rgt) // 2
+            else:  # every frame left, each between its known neighbours
+                mids = np.flatnonzero(~fl.have)
+                nxt = np.searchsorted(ks, mids)
+                lft, rgt = ks[nxt - 1], ks[nxt]
+            t = ((mids - lft) / (rgt - lft))[:, None]
+            rows.append(fl.first + mids)
+            inits.append(fl.q[lft] + t * (fl.q[rgt] - fl.q[lft]))
+            where.append((fl, mids))
         if not rows:
             return
-        init = np.array(inits)
-        sol, ok, p, r = self.lm(np.array(rows), init, init)
-        for j, (fi, mid) in enumerate(where):
-            fl = fills[fi]
-            fl.q[mid], fl.conv[mid], fl.pe[mid], fl.re[mid] = sol[j], ok[j], p[j], r[j]
-            fl.have[mid] = True
+        init = np.concatenate(inits)
+        sol, ok, p, r = self.lm(np.concatenate(rows), init, init)
+        at = 0
+        for fl, mids in where:
+            part = slice(at, at + len(mids))
+            fl.q[mids], fl.conv[mids], fl.pe[mids], fl.re[mids] = sol[part], ok[part], \
+                p[part], r[part]
+            fl.have[mids] = True
+            at += len(mids)
 
     def fill_cost(self, fl: _Fill) -> float:
         """The edge's cost as far as its fill knows it: over each stretch between known
@@ -548,7 +585,7 @@ class _Track:
             init[rows == 0] = q[0]
             res = levenberg_marquardt(self.model, self.problem, init,
                                       self.opts.max_iterations, rows=rows,
-                                      stall_window=BatchOptions.stall_window)
+                                      stall_window=10)  # the approach may be slow
             np.add.at(self.work, rows, res.iterations)
             better = badness(res.position_error, res.orientation_error) < \
                 badness(pe[rows], re[rows])
@@ -560,18 +597,32 @@ class _Track:
 def solve_track(model: BatchedKinematics, targets: ArrayLike,
                 weights: Sequence[tuple[float, float]] | None = None,
                 options: TrackOptions | None = None,
-                start: ArrayLike | None = None) -> TrackResult:  # fmt: skip
+                start: ArrayLike | None = None, before: ArrayLike | None = None,
+                after: ArrayLike | None = None) -> TrackResult:  # fmt: skip
     """Solve a trajectory: ``targets`` (F, m, 4, 4) world transforms (metres), one per
     frame and effector. Returns per-frame coordinates, convergence, errors, and the
     frames where no continuous path was found (module docstring). When a solve leaves
     jumps or unconverged frames, it is done again with coarse frames twice as dense
     (``retries`` times) and the better answer kept. Deterministic for a given
-    ``options.seed``. With ``start`` (n,) coordinates (rad, m), a solution of the first
-    frame (the last frame of the part of a trajectory solved before), the path starts
-    there; without, it starts at the T-pose if that is already on the first target."""
+    ``options.seed``.
+
+    Where the path starts, coordinates (n,) (rad, m): ``start``, a solution of the first
+    frame (the last frame of the part of a trajectory solved before); else, with
+    ``before``, the pose on the frame before the first (the keys a re-baked part of an
+    animation follows), the first frame's solution LM reaches from it, pulled toward it,
+    when it reaches one; else the T-pose if that is already on the first target. Where
+    it ends: with ``after``, the pose on the frame after the last (the keys that follow
+    a re-baked part), the last frame's solution LM reaches from it, when it reaches one;
+    else where the least motion leads."""
     opts = options or TrackOptions()
+    frames = len(np.asarray(targets))
     first = None if start is None else np.asarray(start, dtype=float).reshape(model.n)
-    best = _solve_track(model, targets, weights, opts, first)
+    if first is None and before is not None and frames:
+        first = _continued(model, targets, weights, opts, before, 0)
+    last = None
+    if after is not None and frames > 1:
+        last = _continued(model, targets, weights, opts, after, frames - 1)
+    best = _solve_track(model, targets, weights, opts, first, last)
     work = best.iterations
     for _ in range(opts.retries):
         if not best.jumps and best.converged.all():
@@ -579,12 +630,26 @@ def solve_track(model: BatchedKinematics, targets: ArrayLike,
         opts = replace(opts, stride=max(opts.stride // 2, 1),
                        coarse_motion=opts.coarse_motion / 2,
                        lane_frames=2 * opts.lane_frames)
-        again = _solve_track(model, targets, weights, opts, first)
+        again = _solve_track(model, targets, weights, opts, first, last)
         work = work + again.iterations  # the pass not kept was work too
         if _score(again) < _score(best):
             best = again
     best.iterations = work
     return best
+
+
+def _continued(model: BatchedKinematics, targets: ArrayLike,
+               weights: Sequence[tuple[float, float]] | None, opts: TrackOptions,
+               pose: ArrayLike, frame: int) -> Array | None:  # fmt: skip
+    """Frame ``frame``'s solution LM reaches from ``pose`` (n,) (rad, m), pulled toward
+    it (least motion), or None when it does not converge."""
+    near = np.clip(np.asarray(pose, dtype=float).reshape(1, model.n), model.lo, model.hi)
+    first = np.asarray(targets, dtype=float)[frame:frame + 1]
+    problem = Problem(model, first, weights, BatchOptions(
+        position_tolerance=opts.position_tolerance,
+        orientation_tolerance=opts.orientation_tolerance, stall_window=10))
+    res = levenberg_marquardt(model, problem, near, opts.max_iterations, pull=near)
+    return res.q[0] if res.converged[0] else None
 
 
 def _score(res: TrackResult) -> tuple[int, int, float]:
@@ -595,8 +660,10 @@ def _score(res: TrackResult) -> tuple[int, int, float]:
 
 def _solve_track(model: BatchedKinematics, targets: ArrayLike,
                  weights: Sequence[tuple[float, float]] | None, opts: TrackOptions,
-                 start: Array | None = None) -> TrackResult:  # fmt: skip
-    """One :func:`solve_track` pass with ``opts``."""
+                 start: Array | None = None, end: Array | None = None
+                 ) -> TrackResult:  # fmt: skip
+    """One :func:`solve_track` pass with ``opts``: the path from ``start`` (else from
+    the T-pose when it is on the first target) and to ``end`` when given."""
     tr = _Track(model, targets, weights, opts)
     f = tr.frames
     if f == 0:
@@ -608,7 +675,7 @@ def _solve_track(model: BatchedKinematics, targets: ArrayLike,
         tpose = t_pose(model)
         if on_target(model, tr.problem, tpose[None], np.zeros(1, dtype=np.intp))[0]:
             start = tpose
-    idx, qs, oks = tr.grid_tracks(max(opts.stride, 1))
+    idx, qs, oks = tr.grid_tracks(max(opts.stride, 1), start, end)
     # lazy least-motion path: choose the path on the costs known, take every edge of it
     # one bisection level further (one batched call), put the costs they now show (lower
     # bounds, exact once filled) in the graph, choose again, until the path chosen is
@@ -617,12 +684,16 @@ def _solve_track(model: BatchedKinematics, targets: ArrayLike,
     if start is not None:  # the path leaves frame 0 from ``start`` only
         qs[0, 0], oks[0, 0] = start, True
         nodes[0] = np.zeros(1, dtype=np.intp)
+    if end is not None and len(idx) > 1:  # and reaches the last frame at ``end`` only
+        qs[-1, 0], oks[-1, 0] = end, True
+        nodes[-1] = np.zeros(1, dtype=np.intp)
     where = [{int(k): j for j, k in enumerate(nd)} for nd in nodes]
     costs = tr.edge_costs(qs, idx, nodes, opts.power)
+    penalty = [np.where(ok[nd], 0.0, 1e6) for ok, nd in zip(oks, nodes, strict=True)]
     fills: dict[tuple[int, int, int], _Fill] = {}
     edges: list[tuple[int, int, int]] = []
     for _ in range(opts.path_rounds):
-        path = tr.ladder(costs, nodes, oks)
+        path = tr.ladder(costs, nodes, penalty)
         edges = [(i, int(path[i - 1]), int(path[i])) for i in range(1, len(idx))]
         for i, a, b in edges:
             if (i, a, b) not in fills:

@@ -126,3 +126,32 @@ def test_ten_thousand_frames_without_drift() -> None:
             worst_norm = max(worst_norm, abs(np.linalg.norm(j.quaternion) - 1.0))
     assert worst_orth < 1e-9 and worst_det < 1e-9
     assert worst_norm < 1e-12
+
+
+@pytest.mark.parametrize("chain_length", [0, 17])
+def test_a_warm_bake_joins_the_poses_around_it(chain_length: int) -> None:
+    """``previous``: the pose on the frame before the first (a re-baked part of an
+    animation, in Blender); ``following``: on the frame after the last. The bake of
+    frames 100-149 of an arm7 path starts within one true step of frame 99's pose, on
+    the flip-free engine (chain length 0) and frame by frame (a chain length, here
+    longer than the chain: the tracker); the flip-free engine also ends within one true
+    step of frame 150's. Every frame converges."""
+    from dhik.app.bake import EffectorTrack
+    from dhik.model.batched import BatchedModel
+    from fixtures import ARM7, smooth_path
+
+    defn = load_skeleton(ARM7)
+    model = BatchedModel(defn, ["Tool"])
+    truth = smooth_path(model.lo, model.hi, 200, 3)
+    targets = model.transforms(truth)
+    true_step = np.abs(np.diff(truth, axis=0)).max()
+    track = EffectorTrack("Tool", [(f, targets[f, 0]) for f in range(100, 150)],
+                          chain_length=chain_length)
+    res = simulate(Skeleton(defn), [track], previous=model.joint_values(truth[99]),
+                   following=model.joint_values(truth[150]), method="robust")
+    first = model.coordinates(res.frames[0]["joints"])
+    assert np.abs(first - truth[99]).max() <= true_step
+    if chain_length == 0:
+        last = model.coordinates(res.frames[-1]["joints"])
+        assert np.abs(last - truth[150]).max() <= true_step
+    assert res.converged_count == 50

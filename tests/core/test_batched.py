@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import math
 
+import fixtures
 import numpy as np
 import pytest
 from dhik.app.formats import load_skeleton
@@ -23,7 +24,7 @@ from dhik.solver.joints import PrismaticJoint, RevoluteJoint
 from dhik.solver.tracks import TrackResult, solve_track
 from scipy.spatial.transform import Rotation
 
-ARM7 = "sample_scenes/arm7/skeleton.json"
+ARM7 = fixtures.ARM7
 
 
 def random_skeleton(rng: np.random.Generator, count: int = 9) -> tuple[SkeletonDef, list[str]]:
@@ -164,13 +165,8 @@ def test_solve_many_is_deterministic() -> None:
 
 
 def smooth_path(model: BatchedModel, frames: int, seed: int) -> np.ndarray:
-    """A smooth joint path (frames, n) within ``model``'s limits (rad, m): sinusoids of
-    1-3 periods at 60 % of each half-range around mid-range."""
-    rng = np.random.default_rng(seed)
-    mid, half = (model.lo + model.hi) / 2, (model.hi - model.lo) / 2
-    periods, phase = rng.uniform(1.0, 3.0, model.n), rng.uniform(0, 2 * math.pi, model.n)
-    t = np.arange(frames)[:, None] / frames
-    return mid + 0.6 * half * np.sin(2 * math.pi * periods * t + phase)
+    """A smooth joint path (frames, n) within ``model``'s limits (fixtures.smooth_path)."""
+    return fixtures.smooth_path(model.lo, model.hi, frames, seed)
 
 
 def arm7_path(frames: int, seed: int) -> tuple[BatchedModel, np.ndarray, np.ndarray]:
@@ -450,3 +446,39 @@ def test_track_caps_every_lm_run_at_max_iterations(monkeypatch: pytest.MonkeyPat
         tracks.TrackOptions(), max_iterations=4))
     assert budgets and max(budgets) == 4
     assert res.iterations.shape == (60,)
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_coordinates_invert_joint_values(seed: int) -> None:
+    """``coordinates`` is the inverse of ``joint_values``: the same FK (a spherical joint
+    may come back as its rotation's other angle triple) and, for arm7's hinges, the same
+    numbers."""
+    defn, leaves = random_skeleton(np.random.default_rng(seed))
+    model = BatchedModel(defn, leaves)
+    q = np.clip(sample(model, np.random.default_rng(seed + 10), 20), model.lo, model.hi)
+    back = np.array([model.coordinates(model.joint_values(row)) for row in q])
+    np.testing.assert_allclose(model.transforms(back), model.transforms(q), atol=1e-12)
+    assert np.all(back >= model.lo) and np.all(back <= model.hi)
+    arm = BatchedModel(load_skeleton(ARM7), ["Tool"])
+    row = smooth_path(arm, 10, seed)[3]
+    np.testing.assert_array_equal(arm.coordinates(arm.joint_values(row)), row)
+    assert np.all(arm.coordinates({}) == 0.0)  # joints not given: the T-pose
+
+
+@pytest.mark.parametrize("seed", [3, 7])
+def test_track_joins_the_poses_before_and_after(seed: int) -> None:
+    """``before`` and ``after``: the poses on the frames around the part solved (the keys
+    a re-baked part of an animation sits between). Solved alone, the middle of a path
+    may start and end on other branches of the redundant arm (seed 7: more than 1 rad
+    away at both ends); told the poses around it, it starts and ends within one true
+    step of them and moves no more than twice the true step anywhere."""
+    model, truth, targets = arm7_path(200, seed)
+    true_step = np.abs(np.diff(truth, axis=0)).max()
+    res = solve_track(model, targets[100:150], before=truth[99], after=truth[150])
+    assert res.converged.all() and res.jumps == []
+    assert np.abs(res.q[0] - truth[99]).max() <= true_step
+    assert np.abs(res.q[-1] - truth[150]).max() <= true_step
+    assert np.abs(np.diff(res.q, axis=0)).max() <= 2.0 * true_step
+    check_answers(load_skeleton(ARM7), model, res.q[::10], targets[100:150:10], 1e-5, 1e-4)
+    ahead = solve_track(model, targets[100:], before=truth[99])  # only a start
+    assert np.abs(ahead.q[0] - truth[99]).max() <= true_step and ahead.jumps == []

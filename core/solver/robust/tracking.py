@@ -59,13 +59,18 @@ class Tracker:
 
     def __init__(self, eng: Engine, settings: SolverSettings,
                  targets: Sequence[Sequence[ArrayLike]], rng: np.random.Generator,
-                 head: Sequence[FrameSolution] = (), frozen: int = 0) -> None:  # fmt: skip
+                 head: Sequence[FrameSolution] = (), frozen: int = 0,
+                 keep_start: bool = False) -> None:  # fmt: skip
         self.eng, self.settings, self.targets, self.rng = eng, settings, targets, rng
         # ``head``: frames of ``targets[:len(head)]`` solved before (the end of the
         # previous window); tracking goes on from them, and repair replaces none of the
         # first ``frozen`` of them (already handed on)
         self.frames: list[FrameSolution] = list(head)
         self.frozen = frozen
+        # ``keep_start``: frame 0 is the solution reached from the model's state (the
+        # pose before the frames, which a re-baked part of an animation continues), not
+        # the branch farthest from the limits, and repair keeps it
+        self.keep_start = keep_start
         self.jump = math.inf
 
     def snapshot(self, result: RobustResult) -> FrameSolution:
@@ -154,7 +159,11 @@ class Tracker:
         failing = 0  # frames in a row that the restarts could not reach either
         for index in range(len(frames), total):
             start = perf_counter()
-            if index == 0:
+            if index == 0 and self.keep_start:
+                sol = self.cold(0, None)
+                if sol.result.converged:
+                    self.frozen = max(self.frozen, 1)
+            elif index == 0:
                 sol = self.first()
             else:
                 sol = self.step(index, frames[-1], frames[-2] if index > 1 else None,
@@ -323,8 +332,10 @@ def tracked_frames(
     targets: Sequence[Sequence[ArrayLike]],
     rng: np.random.Generator,
     progress: Progress | None = None,
+    keep_start: bool = False,
 ) -> Iterator[FrameSolution]:
-    """The :class:`Tracker`'s frames in order, ``options.window`` new frames at a time.
+    """The :class:`Tracker`'s frames in order, ``options.window`` new frames at a time
+    (``keep_start``: see :class:`Tracker`).
 
     A trajectory of at most ``window`` frames is one tracker. A longer one is tracked a
     window at a time, each repaired before the next, so memory holds one window's
@@ -343,7 +354,7 @@ def tracked_frames(
         local = None if progress is None else (
             lambda done, _n, b=base: progress(b + done, total))
         frames = Tracker(eng, settings, _Window(targets, base, stop), rng, head,
-                         frozen).run(local)
+                         frozen, keep_start and not head).run(local)
         if stop == total:
             yield from frames[frozen:]
             return
@@ -390,11 +401,14 @@ def trajectory_frames(
     options: RobustOptions | None = None,
     cold_start: bool = False,
     progress: Progress | None = None,
+    keep_start: bool = False,
 ) -> Iterator[FrameSolution]:
     """:func:`solve_trajectory`'s frames as a generator: a frame is handed on once its
     window is repaired (:func:`tracked_frames`), so a caller that keeps only what it
     needs of each frame holds one window in memory. The model's state afterwards is
-    the solver's: restore the last frame's ``state`` to pose it."""
+    the solver's: restore the last frame's ``state`` to pose it. ``keep_start``: frame
+    0 is the solution reached from the model's state (the pose before the frames), kept
+    by repair, instead of the branch farthest from the limits."""
     if not isinstance(model, CoordinateModel):
         raise TypeError("the robust method needs a compiled model (model.compiled)")
     settings = settings or SolverSettings()
@@ -402,7 +416,7 @@ def trajectory_frames(
     rng = np.random.default_rng(options.seed)
     eng = engine_for(model, weights, settings, options)
     if not cold_start:
-        yield from tracked_frames(eng, settings, targets, rng, progress)
+        yield from tracked_frames(eng, settings, targets, rng, progress, keep_start)
         return
     for index, frame_targets in enumerate(targets):
         model.reset()
