@@ -33,6 +33,7 @@ from .bake_keys import (
     KeyPlan,
     check_current_action,
     check_effector_moves,
+    keyed_outside,
     path_joints,
     plan_keys,
     solved_joints,
@@ -40,6 +41,7 @@ from .bake_keys import (
     write_current,
     write_new,
 )
+from .frames import frame_loop
 from .joint_map import JointMap
 from .props import DHIK_PG_settings, scene_settings, settings
 from .safety import check_applied_scale, require_in_scene
@@ -140,10 +142,38 @@ class BakeRig:
 
     def driven_values(self) -> dict[str, dict[str, Any]]:
         """The driven joints' values (SPEC 3.3 entries) from their bones' current pose."""
+        return self.pose_values(self.driven_names)
+
+    def pose_values(self, names: list[str]) -> dict[str, dict[str, Any]]:
+        """Joints' values (SPEC 3.3 entries: radians, metres) from their bones' current
+        pose."""
         bones = pose_of(self.armature).bones
         return {name: self.maps[name].entry(channel_quaternion(bones[name]),
                                             np.array(bones[name].location))
-                for name in self.driven_names}
+                for name in names}
+
+    def keyed_poses_around(self, context: bpy.types.Context, start: int, end: int
+                           ) -> tuple[dict[str, dict[str, Any]] | None,
+                                      dict[str, dict[str, Any]] | None]:  # fmt: skip
+        """The solved joints' values on frames ``start - 1`` and ``end + 1``, each when
+        the current action keys every solved bone on that side of the range (the keys a
+        re-baked part of an animation sits between), else None. The current frame is
+        restored."""
+        before, after = keyed_outside(self.armature, self.solved, start, end)
+        if not (before or after):
+            return None, None
+        scene = scene_of(context)
+        current = scene.frame_current
+        out: list[dict[str, dict[str, Any]] | None] = []
+        with frame_loop(scene):
+            try:
+                for keyed, frame in ((before, start - 1), (after, end + 1)):
+                    if keyed:
+                        scene.frame_set(frame)
+                    out.append(self.pose_values(self.solved) if keyed else None)
+            finally:
+                scene.frame_set(current)
+        return out[0], out[1]
 
     def tracks(self, per_object: list[list[tuple[int, np.ndarray]]]) -> list[EffectorTrack]:
         """The core's tracks from ``(frame, armature-space 4x4)`` lists, one per object of
@@ -180,6 +210,10 @@ class BakeJob:
     # per frame the values of the joints on the effectors' paths that no chain solves:
     # their bones' own animation, evaluated (None: every joint up to the root is solved)
     driven: list[tuple[int, dict[str, Any]]] | None = None
+    # the solved joints on the frames before and after the range, keyed in the current
+    # action: a warm bake starts and ends at them (a re-baked part joins the keys around)
+    previous: dict[str, dict[str, Any]] | None = None
+    following: dict[str, dict[str, Any]] | None = None
 
     @property
     def frame_count(self) -> int:
@@ -207,15 +241,19 @@ class BakeJob:
         per_object = armature_space_tracks(context, rig.objects, rig.armature,
                                            range(start, end + 1),
                                            read_driven if rig.driven_names else None)
+        previous = following = None
+        if s.bake_action == "CURRENT" and not s.cold_start:
+            previous, following = rig.keyed_poses_around(context, start, end)
         return cls(rig.armature, rig.skeleton, rig.maps, rig.tracks(per_object), s.method,
                    not s.cold_start, rig.settings, path, rig.solved, s.bake_action,
-                   s.frame_step, s.key_reduction, driven or None)
+                   s.frame_step, s.key_reduction, driven or None, previous, following)
 
     def solve(self, progress: Callable[[int, int], None] | None = None) -> BakeResult:
         """Run the core's bake (warm-started frame to frame unless cold); no Blender data
         is touched."""
         return simulate(self.skeleton, self.tracks, None, self.settings, self.warm_start,
-                        progress, method=self.method, driven=self.driven)
+                        progress, method=self.method, driven=self.driven,
+                        previous=self.previous, following=self.following)
 
     def apply(self, context: bpy.types.Context, result: BakeResult) -> KeyPlan:
         """Plan the keys, write animation.json (if asked), key the bones, mark unconverged

@@ -195,6 +195,28 @@ def values_before(
     return out
 
 
+def keyed_outside(ob: bpy.types.Object, solved: Sequence[str], start: int, end: int
+                  ) -> tuple[bool, bool]:  # fmt: skip
+    """Whether the current action keys every rotation channel of every solved bone
+    before ``start`` and after ``end`` (the keys a re-bake of ``start..end`` sits
+    between)."""
+    cb = keying.assigned_channelbag(ob)
+    if cb is None or not solved:
+        return False, False
+    bones = pose_of(ob).bones
+    before = after = True
+    for name in solved:
+        pb = bones[name]
+        prop = rotation_prop(pb.rotation_mode)
+        path = pb.path_from_id(prop)
+        for i in range(len(REST[prop])):
+            fc = cb.fcurves.find(path, index=i)
+            keys = [] if fc is None else fc.keyframe_points
+            before = before and len(keys) > 0 and keys[0].co[0] < start
+            after = after and len(keys) > 0 and keys[-1].co[0] > end
+    return before, after
+
+
 # --------------------------------------------------------------------------- writing
 
 

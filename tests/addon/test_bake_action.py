@@ -310,6 +310,32 @@ def test_rebake_past_a_half_turn_continues_the_curves(body, core, tmp_path):
     pose_matches_bake(core, ob, tmp_path / "part.json")
 
 
+def test_rebake_of_a_middle_part_joins_the_keys_around_it(body, tmp_path):
+    """The arm has more angles than the hand's pose needs (ball shoulder and wrist, hinged
+    elbow and hand: 8 for 6), so a part of the clip baked alone may take another of its
+    solutions. Re-baked into the current action, frames 60-80 start from the pose keyed
+    on frame 59 and end at the pose keyed on frame 81: no arm bone turns more between
+    59 and 60, or 80 and 81, than twice its largest turn between frames of the first
+    bake (evaluated local pose matrices)."""
+    ob, _ = body
+    bake()
+
+    def local(frame: int) -> dict[str, np.ndarray]:
+        bpy.context.scene.frame_set(frame)
+        return {n: np.array(ob.pose.bones[n].matrix_basis, dtype=float) for n in ARM}
+
+    poses = [local(f) for f in range(START, END + 1)]
+    usual = max(_joint_error(a[n], b[n])
+                for a, b in zip(poses[:-1], poses[1:], strict=True) for n in ARM)
+    s = bpy.context.scene.dhik
+    s.frame_start, s.frame_end = 60, 80
+    s.animation_path = str(tmp_path / "part.json")
+    bake()
+    for f in (59, 80):
+        a, b = local(f), local(f + 1)
+        assert max(_joint_error(a[n], b[n]) for n in ARM) <= 2.0 * usual, f
+
+
 @pytest.mark.parametrize("mode", ["XZY", "YXZ", "YZX", "ZYX", "AXIS_ANGLE"])
 def test_every_rotation_mode_evaluates_to_the_solved_pose(body, core, mode):
     ob, _ = body
