@@ -130,6 +130,43 @@ class _Fill:
         return bool(self.have.all())
 
 
+class _Ladder:
+    """Dynamic programming over the ladder graph: per coarse frame the candidate of the
+    path of least summed edge cost (``edges`` from :meth:`_Track.edge_costs`, entry i
+    (to, from) into coarse frame i, measured costs written over the estimates) and node
+    ``penalty`` (per coarse frame and node: 1e6 for an unconverged one, else 0). The
+    forward pass is kept between rounds: after :meth:`touch` (i) it is redone from
+    coarse frame i on only."""
+
+    def __init__(self, edges: list[Array], nodes: list[Index], penalty: list[Array]) -> None:
+        self.edges, self.nodes, self.penalty = edges, nodes, penalty
+        self.cost: list[Array] = [penalty[0]] * len(nodes)  # least cost into each node
+        self.back: list[Index] = [np.zeros(0, dtype=np.intp)] * len(nodes)
+        self.dirty = 1  # the first coarse frame whose forward pass is out of date
+        self.rows = [np.arange(len(nd)) for nd in nodes]
+
+    def touch(self, i: int) -> None:
+        """The costs of edges into coarse frame ``i`` have changed."""
+        self.dirty = min(self.dirty, i)
+
+    def path(self) -> Index:
+        """Per coarse frame the chosen candidate (C,)."""
+        c = len(self.nodes)
+        for i in range(self.dirty, c):
+            total = self.edges[i] + self.cost[i - 1]  # (to, from)
+            best = total.argmin(axis=1)
+            self.back[i] = best
+            self.cost[i] = total[self.rows[i], best] + self.penalty[i]
+        self.dirty = c
+        pos = int(np.argmin(self.cost[-1]))
+        path = np.zeros(c, dtype=int)
+        for i in range(c - 1, -1, -1):
+            path[i] = self.nodes[i][pos]
+            if i > 0:
+                pos = int(self.back[i][pos])
+        return path
+
+
 class _Track:
     def __init__(self, model: BatchedKinematics, targets: ArrayLike,
                  weights: Sequence[tuple[float, float]] | None, options: TrackOptions
@@ -411,13 +448,23 @@ class _Track:
             return np.zeros(0, dtype=np.intp), np.zeros((0, self.model.n))
         lo, hi = self.grid_lo[slot_col[dead]], self.grid_hi[slot_col[dead]]
         width = (hi - lo) / g
-        gap = np.abs(q[live][:, slot_col[dead]].T - cell_value[dead][:, None])  # (D, L)
-        gap[lane_of[dead][:, None] != lane_of[live][None, :]] = np.inf
-        if self.opts.lateral_sources == 1:  # the nearest: the first of the smallest
-            take = gap.argmin(axis=1)[:, None]
-        else:
-            take = np.argsort(gap, axis=1, kind="stable")[:, : self.opts.lateral_sources]
-        near = np.take_along_axis(gap, take, axis=1) <= 1.5 * width[:, None]
+        sources = self.opts.lateral_sources
+        take = np.zeros((dead.size, sources), dtype=np.intp)  # indices into ``live``
+        near = np.zeros((dead.size, sources), dtype=bool)
+        dead_lane, live_lane = lane_of[dead], lane_of[live]
+        for lane in np.unique(dead_lane):  # sources from the same lane only
+            dm, lm = dead_lane == lane, np.flatnonzero(live_lane == lane)
+            if lm.size == 0:
+                continue
+            d = dead[dm]
+            gap = np.abs(q[live[lm]][:, slot_col[d]].T - cell_value[d][:, None])  # (D, L)
+            if sources == 1:  # the nearest: the first of the smallest
+                t = gap.argmin(axis=1)[:, None]
+            else:
+                t = np.argsort(gap, axis=1, kind="stable")[:, :sources]
+            take[dm, :t.shape[1]] = lm[t]
+            near[dm, :t.shape[1]] = np.take_along_axis(gap, t, axis=1) <= \
+                1.5 * width[dm][:, None]
         rows = np.repeat(dead, take.shape[1])[near.ravel()]
         starts = q[live[take.ravel()[near.ravel()]]].copy()
         starts[np.arange(rows.size), slot_col[rows]] = cell_value[rows]
@@ -480,27 +527,6 @@ class _Track:
                 np.maximum(step, np.abs(d), out=step)
             out.append((span * (step / span) ** power).astype(np.float32))  # half the memory
         return out
-
-    @staticmethod
-    def ladder(edges: list[Array], nodes: list[Index], penalty: list[Array]) -> Index:
-        """Per coarse frame the chosen candidate (C,): the path of least summed edge
-        cost (``edges`` from :meth:`edge_costs`, measured entries written over the
-        estimates) and node ``penalty`` (per coarse frame and node: 1e6 for an
-        unconverged one, else 0), by dynamic programming over the ladder graph."""
-        c = len(nodes)
-        cost = penalty[0]
-        back: list[Array] = [np.zeros(0, dtype=int)]
-        for i in range(1, c):
-            total = edges[i] + cost  # (to, from)
-            back.append(total.argmin(axis=1))
-            cost = total.min(axis=1) + penalty[i]
-        pos = int(np.argmin(cost))
-        path = np.zeros(c, dtype=int)
-        for i in range(c - 1, -1, -1):
-            path[i] = nodes[i][pos]
-            if i > 0:
-                pos = int(back[i][pos])
-        return path
 
     # -- 3. fill -------------------------------------------------------------------------
     def start_fill(self, a: int, b: int, qa: Array, qb: Array) -> _Fill:
@@ -689,11 +715,12 @@ def _solve_track(model: BatchedKinematics, targets: ArrayLike,
         nodes[-1] = np.zeros(1, dtype=np.intp)
     where = [{int(k): j for j, k in enumerate(nd)} for nd in nodes]
     costs = tr.edge_costs(qs, idx, nodes, opts.power)
-    penalty = [np.where(ok[nd], 0.0, 1e6) for ok, nd in zip(oks, nodes, strict=True)]
+    ladder = _Ladder(costs, nodes,
+                     [np.where(ok[nd], 0.0, 1e6) for ok, nd in zip(oks, nodes, strict=True)])
     fills: dict[tuple[int, int, int], _Fill] = {}
     edges: list[tuple[int, int, int]] = []
     for _ in range(opts.path_rounds):
-        path = tr.ladder(costs, nodes, penalty)
+        path = ladder.path()
         edges = [(i, int(path[i - 1]), int(path[i])) for i in range(1, len(idx))]
         for i, a, b in edges:
             if (i, a, b) not in fills:
@@ -706,6 +733,7 @@ def _solve_track(model: BatchedKinematics, targets: ArrayLike,
         for e in todo:
             i, frm, to = e
             costs[i][where[i][to], where[i - 1][frm]] = tr.fill_cost(fills[e])
+            ladder.touch(i)
     left = [fills[e] for e in edges if not fills[e].done]
     while left:  # out of rounds: finish the path chosen last
         tr.advance(left)
