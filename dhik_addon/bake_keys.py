@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 import bpy
 import numpy as np
 
+from ..core.app.formats import ColumnFrames
 from ..core.errors import DhikError
 from ..core.model.definition import SkeletonDef
 from . import key_curves as kc
@@ -129,7 +130,15 @@ def channel_rows(
     ``jm`` on bone ``pb`` for SPEC 3.3 ``entries``, one row each. Prismatic joints give
     their location (m); rotations come in the bone's rotation mode, continuous, the first
     row continuing ``start`` (a channel value of that mode) when given."""
-    raw = np.array([jm.channel_value(e) for e in entries], dtype=float)
+    return channel_rows_of(pb, jm, np.array([jm.channel_value(e) for e in entries],
+                                            dtype=float), start)
+
+
+def channel_rows_of(
+    pb: bpy.types.PoseBone, jm: JointMap, raw: np.ndarray, start: np.ndarray | None = None,
+) -> tuple[str, str, np.ndarray]:
+    """:func:`channel_rows` from the channel values ``raw`` (F, 4) quaternions or (F, 3)
+    locations (:meth:`JointMap.channel_values`)."""
     if jm.channel == "location":
         return "location", kc.LOCATION, raw
     mode = pb.rotation_mode
@@ -156,7 +165,9 @@ def plan_keys(
     if not frames:
         raise DhikError.at("DHIK", "frame range", "no frames were solved")
     bones = pose_of(ob).bones
-    numbers = np.array([fr["frame"] for fr in frames], dtype=int)
+    columns = frames.columns if isinstance(frames, ColumnFrames) else None
+    numbers = columns.frames.astype(int) if columns is not None else \
+        np.array([fr["frame"] for fr in frames], dtype=int)
     pick = kc.stepped(len(frames), frame_step)
     plan = KeyPlan(int(numbers[0]), int(numbers[-1]))
     for name in solved:
@@ -164,8 +175,12 @@ def plan_keys(
         if jm.channel is None:
             continue
         start = None if before is None else before.get(name)
-        prop, kind, values = channel_rows(bones[name], jm, [fr["joints"][name] for fr in frames],
-                                          start)
+        if columns is not None:  # a bake's frames: the joint's column, no dict per frame
+            raw = jm.channel_values(columns.column(name))
+            prop, kind, values = channel_rows_of(bones[name], jm, raw, start)
+        else:
+            prop, kind, values = channel_rows(bones[name], jm,
+                                              [fr["joints"][name] for fr in frames], start)
         cand_frames, cand_values = numbers[pick], values[pick]
         kept = kc.reduce_keys(kind, cand_frames, cand_values, key_reduction)
         error = kc.max_key_error(kind, cand_frames, cand_values, kept)

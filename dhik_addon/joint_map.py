@@ -75,6 +75,27 @@ class JointMap:
             return bone_axis * float(entry["displacement"])
         raise ValueError(f"joint {self.name!r} ({self.type}) has no channel")
 
+    def channel_values(self, values: Vec) -> Vec:
+        """:meth:`channel_value` of many frames at once: ``values`` are the joint's angles
+        (F,) (rad), displacements (F,) (m) or quaternions (F, 4); rows of quaternions
+        (F, 4) ``[w, x, y, z]`` or locations (F, 3) (m)."""
+        v = np.asarray(values, dtype=float)
+        if self.type == "spherical":
+            m = self._to_bone_quat()
+            return _quat_rows(_quat_rows(np.broadcast_to(m, v.shape), v),
+                              np.broadcast_to(quat_conjugate(m), v.shape))
+        assert self.axis is not None
+        bone_axis = self.to_bone @ self.axis
+        if self.type == "revolute":
+            norm = math.sqrt(float(bone_axis @ bone_axis))
+            if norm == 0.0:
+                return np.tile([1.0, 0.0, 0.0, 0.0], (len(v), 1))
+            h = 0.5 * v
+            return np.column_stack([np.cos(h), np.outer(np.sin(h) / norm, bone_axis)])
+        if self.type == "prismatic":
+            return np.outer(v, bone_axis)
+        raise ValueError(f"joint {self.name!r} ({self.type}) has no channel")
+
     def entry(self, rotation_quaternion: Vec, location: Vec) -> dict[str, Any]:
         """Animation.json-style value read back from the bone's channels.
 
@@ -95,6 +116,16 @@ class JointMap:
         if self.type == "prismatic":
             return {"type": "prismatic", "displacement": float(np.dot(location, bone_axis))}
         raise ValueError(f"joint {self.name!r} ({self.type}) has no value")
+
+
+def _quat_rows(a: Vec, b: Vec) -> Vec:
+    """Hamilton products ``a b`` of quaternion rows (F, 4) ``[w, x, y, z]``."""
+    aw, ax, ay, az = a.T
+    bw, bx, by, bz = b.T
+    return np.column_stack([aw * bw - ax * bx - ay * by - az * bz,
+                            aw * bx + ax * bw + ay * bz - az * by,
+                            aw * by - ax * bz + ay * bw + az * bx,
+                            aw * bz + ax * by - ay * bx + az * bw])
 
 
 def align_signs(quats: Vec) -> Vec:

@@ -593,6 +593,17 @@ class AnimationColumns:
             col += self.WIDTH[kind]
         return {"frame": int(self.frames[i]), "joints": joints}
 
+    def column(self, name: str) -> NDArray[np.float64]:
+        """Joint ``name``'s values over the frames: angles (F,) (rad), displacements (F,)
+        (m) or, for a spherical joint, quaternions (F, 4) ``[w, x, y, z]`` (a view)."""
+        col = 0
+        for n, kind in zip(self.names, self.kinds, strict=True):
+            if n == name:
+                return self.values[:, col + 3:col + 7] if kind == "spherical" else \
+                    self.values[:, col]
+            col += self.WIDTH[kind]
+        raise KeyError(name)
+
     def align_quaternion_signs(self) -> None:
         """Negate spherical quaternions so that each has a non-negative dot product with the
         previous frame's (as aligned): what ``bake.align_quaternion_signs`` does to dicts."""

@@ -425,6 +425,28 @@ def test_two_free_axes_with_twist_are_blenders_segment(addon, core, locked, blen
         assert _angle(channel, blender(a, b).to_quaternion()) < 1e-6
 
 
+@pytest.mark.parametrize("kind", ["revolute", "prismatic", "spherical"])
+def test_channel_values_are_channel_value_frame_by_frame(addon, core, kind):
+    """A bake keys each joint from its whole column at once (``channel_values``): the
+    same channels as converting its frames one by one (``channel_value``), for a
+    rotated bone rest frame and an oblique axis."""
+    rng = np.random.default_rng(7)
+    unit = rng.normal(size=4)
+    to_bone = core.rotations.quat_to_matrix(unit / np.linalg.norm(unit))
+    axis = None if kind == "spherical" else rng.normal(size=3)
+    jm = addon.dhik_addon.joint_map.JointMap("J", kind, None if axis is None else
+                                             axis / np.linalg.norm(axis), to_bone)
+    if kind == "spherical":
+        values = rng.normal(size=(40, 4))
+        values /= np.linalg.norm(values, axis=1, keepdims=True)
+        entries = [{"quaternion": list(v)} for v in values]
+    else:
+        values = rng.uniform(-4.0, 4.0, 40)
+        entries = [{"angle" if kind == "revolute" else "displacement": v} for v in values]
+    one_by_one = np.array([jm.channel_value(e) for e in entries])
+    np.testing.assert_allclose(jm.channel_values(values), one_by_one, rtol=0, atol=1e-14)
+
+
 # ---------------------------------------------------------- point 1: main effector weights
 
 
