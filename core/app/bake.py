@@ -17,7 +17,7 @@ import math
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any, overload
+from typing import Any, NamedTuple, overload
 
 import numpy as np
 from numpy.typing import NDArray
@@ -31,7 +31,7 @@ from ..rotations import matrix_to_rotvec, quat_normalize, quat_to_euler_xyz
 from ..solver.batched import BatchOptions, solve_many
 from ..solver.dls_compiled import solve_spec
 from ..solver.kinematics import FrameTargets, Kinematics, Pole
-from ..solver.robust import RobustOptions, RobustResult, trajectory_frames
+from ..solver.robust import RobustOptions, trajectory_frames
 from ..solver.settings import SolverSettings
 from ..solver.tracks import TrackOptions, solve_track
 from .formats import AnimationColumns, ColumnFrames
@@ -240,14 +240,16 @@ def simulate(
     if previous and warm_start:  # frame by frame: the first frame's warm start
         skeleton.set_joint_values({k: dict(v) for k, v in previous.items()})
     model = CompiledKinematics(skeleton, names, [t.chain_length for t in tracks])
+    # frame by frame (state, result), or (the batched engine) blocks of frames as arrays
+    solved: Iterator[tuple[object, Any]] = iter(())
+    blocks: Iterator[_Block] = iter(())
     if method == "spec":
         if any((t.pos_weight, t.rot_weight) != (1.0, 1.0) for t in tracks):
             raise DhikError("effector weights need --method robust")
-        solved: Iterator[tuple[object, Any]] = _solve_spec_frames(
-            model, per_frame, settings, warm_start, progress)
+        solved = _solve_spec_frames(model, per_frame, settings, warm_start, progress)
     elif extras is None and not any(t.chain_length for t in tracks):
         weights = [(t.pos_weight, t.rot_weight) for t in tracks]
-        solved = _batched_frames(skeleton, names, per_frame, settings, weights, warm_start,
+        blocks = _batched_frames(skeleton, names, per_frame, settings, weights, warm_start,
                                  options or RobustOptions(), progress, jumps, previous,
                                  following)
     else:
@@ -269,6 +271,17 @@ def simulate(
     row: list[float] = []
     add, extend = row.append, row.extend
     done = 0
+    for block in blocks:
+        part = slice(done, done + len(block.q))
+        converged[part], iterations[part] = block.converged, block.iterations
+        errors[part, 0], errors[part, 1] = block.worst_position, block.worst_orientation
+        per_effector[part, :, 0] = block.position_error
+        per_effector[part, :, 1] = block.orientation_error
+        values_out[part] = _value_rows(block.model.value_columns(block.q), fixed, kinds,
+                                       width)
+        done = part.stop
+        if len(block.q):
+            state = block.model.joint_values(block.q[-1])
     for i, (state, res) in enumerate(solved):
         frame_targets = per_frame[i]
         per = getattr(res, "effector_errors", None)
@@ -323,6 +336,45 @@ def simulate(
 BATCH_WINDOW = 20_000
 
 
+class _Block(NamedTuple):
+    """Consecutive frames solved by the batched engine: coordinates (k, n) of ``model``
+    (rad, m), converged and iterations (k,), the largest counted position (m) and
+    orientation (rad) error per frame (k,), and every effector's (k, m)."""
+
+    model: BatchedModel
+    q: NDArray[np.float64]
+    converged: NDArray[np.bool_]
+    iterations: NDArray[np.int64]
+    worst_position: NDArray[np.float64]
+    worst_orientation: NDArray[np.float64]
+    position_error: NDArray[np.float64]
+    orientation_error: NDArray[np.float64]
+
+
+def _value_rows(columns: Mapping[str, tuple[str, NDArray[np.float64]]],
+                fixed: Mapping[str, Mapping[str, Any]], kinds: Sequence[str], width: int
+                ) -> NDArray[np.float64]:  # fmt: skip
+    """Rows (k, width) of animation columns (file order: ``fixed``'s joints) from the
+    solved joints' value ``columns`` (:meth:`BatchedModel.value_columns`); the other
+    joints keep their ``fixed`` (T-pose) entry."""
+    k = len(next(iter(columns.values()))[1]) if columns else 0
+    out = np.empty((k, width))
+    col = 0
+    for (name, entry), kind in zip(fixed.items(), kinds, strict=True):
+        w = AnimationColumns.WIDTH[kind]
+        got = columns.get(name)
+        if got is not None:
+            out[:, col:col + w] = got[1].reshape(k, w)
+        elif kind == "revolute":
+            out[:, col] = entry["angle"]
+        elif kind == "prismatic":
+            out[:, col] = entry["displacement"]
+        else:
+            out[:, col:col + w] = [*entry["euler"], *entry["quaternion"]]
+        col += w
+    return out
+
+
 def _batched_frames(
     skeleton: Skeleton,
     names: list[str],
@@ -335,10 +387,9 @@ def _batched_frames(
     jumps: list[int],
     previous: Mapping[str, Mapping[str, Any]] | None = None,
     following: Mapping[str, Mapping[str, Any]] | None = None,
-) -> Iterator[tuple[object, Any]]:
-    """The robust method on the batched engine, ``(SPEC 3.3 values, result)`` per frame
-    (values in radians, metres, ``[w, x, y, z]``; errors in m and rad; targets world 4x4,
-    metres).
+) -> Iterator[_Block]:
+    """The robust method on the batched engine, a :class:`_Block` of frames at a time
+    (targets world 4x4, metres).
 
     Warm (a trajectory): ``solve_track``, the whole path as one problem, a window of
     :data:`BATCH_WINDOW` frames at a time, each window starting from the last frame of
@@ -378,13 +429,11 @@ def _batched_frames(
             q, conv, iters = many.q, many.converged, many.iterations
             pe, re = many.position_error, many.orientation_error
         # the frame's errors: the largest over the effectors whose part counts
-        worst_p = np.where(count_p, pe, 0.0).max(axis=1, initial=0.0).tolist()
-        worst_r = np.where(count_r, re, 0.0).max(axis=1, initial=0.0).tolist()
-        conv_l, iters_l, pe_l, re_l = conv.tolist(), iters.tolist(), pe.tolist(), re.tolist()
-        for k in range(a - lo, len(q)):
-            result = RobustResult(conv_l[k], iters_l[k], worst_p[k], worst_r[k],
-                                  effector_errors=list(zip(pe_l[k], re_l[k], strict=True)))
-            yield model.joint_values(q[k]), result
+        worst_p = np.where(count_p, pe, 0.0).max(axis=1, initial=0.0)
+        worst_r = np.where(count_r, re, 0.0).max(axis=1, initial=0.0)
+        new = slice(a - lo, len(q))  # the window's first frame may be the last one's
+        yield _Block(model, q[new], conv[new], iters[new], worst_p[new], worst_r[new],
+                     pe[new], re[new])
         a = b
         if progress is not None:
             progress(a, total)

@@ -280,6 +280,20 @@ class BatchedModel:
                          "quaternion": list(quat)}
         return out
 
+    def value_columns(self, q: Array) -> dict[str, tuple[str, Array]]:
+        """:meth:`joint_values` of many rows ``q`` (k, n) at once, as arrays: per joint
+        ``(type, values)``, values (k,) (rad or m) for a revolute or prismatic joint and
+        (k, 7) for a spherical one (its file ``euler`` XYZ, rad, then ``quaternion``
+        ``[w, x, y, z]``)."""
+        q = np.asarray(q, dtype=float).reshape(-1, self.n)
+        out: dict[str, tuple[str, Array]] = {}
+        for name, c, kind in self._one_dof:
+            out[name] = ("prismatic" if kind == PRISMATIC else "revolute", q[:, c])
+        for name, c in self._spherical:
+            quat = intrinsic_xyz_quat_rows(q[:, c], q[:, c + 1], q[:, c + 2])
+            out[name] = ("spherical", np.column_stack([quat_to_euler_xyz_rows(quat), quat]))
+        return out
+
     def coordinates(self, values: Mapping[str, Mapping[str, Any]]) -> Array:
         """The coordinate row (n,) of SPEC 3.3 joint values (radians, metres, ``[w, x,
         y, z]``), the inverse of :meth:`joint_values`: a spherical joint's intrinsic XYZ
@@ -340,3 +354,26 @@ def intrinsic_xyz_quat(a: float, b: float, c: float) -> tuple[float, float, floa
     w, x, y, z = ca, sa, 0.0, 0.0  # qx
     w, x, y, z = w * cb, x * cb, w * sb, x * sb  # qx * qy
     return (w * cc - z * sc, x * cc + y * sc, y * cc - x * sc, z * cc + w * sc)
+
+
+def intrinsic_xyz_quat_rows(a: Array, b: Array, c: Array) -> Array:
+    """:func:`intrinsic_xyz_quat` of arrays of angles (k,) (rad): quaternions (k, 4)."""
+    ca, sa = np.cos(a / 2), np.sin(a / 2)
+    cb, sb = np.cos(b / 2), np.sin(b / 2)
+    cc, sc = np.cos(c / 2), np.sin(c / 2)
+    w, x, y, z = ca * cb, sa * cb, ca * sb, sa * sb  # qx * qy
+    return np.column_stack([w * cc - z * sc, x * cc + y * sc, y * cc - x * sc, z * cc + w * sc])
+
+
+def quat_to_euler_xyz_rows(quat: Array) -> Array:
+    """``rotations.quat_to_euler_xyz`` of quaternion rows (k, 4): the file's XYZ Euler
+    angles (k, 3) (``Rz @ Ry @ Rx``, rad; at gimbal lock x = 0)."""
+    w, x, y, z = (quat / np.linalg.norm(quat, axis=1, keepdims=True)).T
+    m00, m10, m20 = 1 - 2 * (y * y + z * z), 2 * (x * y + w * z), 2 * (x * z - w * y)
+    m01, m11 = 2 * (x * y - w * z), 1 - 2 * (x * x + z * z)
+    m21, m22 = 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)
+    cy = np.hypot(m00, m10)
+    free = cy > 1e-9
+    ex = np.where(free, np.arctan2(m21, m22), 0.0)
+    ez = np.where(free, np.arctan2(m10, m00), np.arctan2(-m01, m11))
+    return np.column_stack([ex, np.arctan2(-m20, cy), ez])
