@@ -482,3 +482,27 @@ def test_track_joins_the_poses_before_and_after(seed: int) -> None:
     check_answers(load_skeleton(ARM7), model, res.q[::10], targets[100:150:10], 1e-5, 1e-4)
     ahead = solve_track(model, targets[100:], before=truth[99])  # only a start
     assert np.abs(ahead.q[0] - truth[99]).max() <= true_step and ahead.jumps == []
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_value_columns_are_joint_values_row_by_row(seed: int) -> None:
+    """A bake writes its animation columns from ``value_columns`` (all rows at once): the
+    numbers ``joint_values`` gives row by row (spherical quaternions exactly, their XYZ
+    Euler angles to rounding), gimbal-locked rows included."""
+    defn, leaves = random_skeleton(np.random.default_rng(seed))
+    model = BatchedModel(defn, leaves)
+    q = sample(model, np.random.default_rng(seed + 20), 30)
+    middle = next(c for c, name in enumerate(model.names) if name.endswith(".y"))
+    q[:3, middle - 1:middle + 2] = [0.0, math.pi / 2, 0.0]  # Ry(pi/2): the file's gimbal lock
+    cols = model.value_columns(q)
+    for k, row in enumerate(q):
+        for name, entry in model.joint_values(row).items():
+            kind, values = cols[name]
+            assert kind == entry["type"]
+            if kind == "spherical":
+                np.testing.assert_array_equal(values[k, 3:], entry["quaternion"])
+                got = Rotation.from_euler("xyz", values[k, :3]).as_matrix()
+                want = Rotation.from_euler("xyz", entry["euler"]).as_matrix()
+                np.testing.assert_allclose(got, want, atol=1e-12)
+            else:
+                assert values[k] == entry["angle" if kind == "revolute" else "displacement"]
