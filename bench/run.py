@@ -79,7 +79,7 @@ def run_workload(method: Method, scene: Scene, targets: list[np.ndarray], warm: 
     """Solve ``targets`` cold (A) or as a warm-started trajectory (B; ``truth``: its true
     channel path, for the flip count)."""
     answers: list[dict[str, Any]] = []
-    medians, means = [], []
+    medians, means, p99s = [], [], []
     checks: list[dict[str, Any]] = []
     iters: list[int] = []
     first: list[float] = []
@@ -92,6 +92,7 @@ def run_workload(method: Method, scene: Scene, targets: list[np.ndarray], warm: 
             own = method.trajectory_times(solved)  # per frame, when the method records it
             medians.append(statistics.median(own or [per_frame]) * 1e6)
             means.append(per_frame * 1e6)
+            p99s.append(float(np.percentile(own or [per_frame], 99)) * 1e6)
             if run == 0:
                 values, iters = method.trajectory_answers(solved)
                 checks = [check(scene, v, t) for v, t in zip(values, targets, strict=True)]
@@ -119,6 +120,7 @@ def run_workload(method: Method, scene: Scene, targets: list[np.ndarray], warm: 
         first = first or times
         medians.append(statistics.median(times) * 1e6)
         means.append(statistics.mean(times) * 1e6)
+        p99s.append(float(np.percentile(times, 99)) * 1e6)
     n = len(checks)
     good = [t * 1e6 for t, c in zip(first, checks, strict=True) if c["spec"]]
     if warm and truth is not None and answers:
@@ -133,6 +135,7 @@ def run_workload(method: Method, scene: Scene, targets: list[np.ndarray], warm: 
         "loose_ignoring_limits": sum(c["loose"] for c in checks) / n,
         "median_us": statistics.median(medians),
         "mean_us": statistics.median(means),
+        "p99_us": statistics.median(p99s) if p99s else None,
         "median_iterations": statistics.median(iters) if iters else None,
         "median_pos_err": statistics.median(c["pe"] for c in checks),
         "median_rot_err": statistics.median(c["oe"] for c in checks),
@@ -224,6 +227,7 @@ def run_blender(scene: Scene, a: list[np.ndarray], b: list[np.ndarray], python: 
                 "loose_ignoring_limits": sum(c["loose"] for c in checks) / n,
                 "median_us": statistics.median(res["times_us"]),
                 "mean_us": statistics.mean(res["times_us"]),
+                "p99_us": float(np.percentile(res["times_us"], 99)),
                 "muted_update_us": res.get("muted_us"),
                 "median_iterations": None,
                 "median_pos_err": statistics.median(c["pe"] for c in checks),
@@ -325,20 +329,21 @@ def fmt(v: Any, kind: str) -> str:
 
 def markdown(result: dict[str, Any]) -> str:
     head = ("| scene | method | workload | n | success 1e-3 m / 0.1 rad | success 1e-5 m / "
-            "1e-4 rad | loose, ignoring limits | median µs | mean µs | median µs, successful "
-            "solves | median iters | frames/s (C) | median pos err | median rot err |")
-    lines = [head, "|" + "---|" * 14]
+            "1e-4 rad | loose, ignoring limits | median µs | mean µs | p99 µs | median µs, "
+            "successful solves | median iters | frames/s (C) | median pos err | median rot err |")
+    lines = [head, "|" + "---|" * 15]
     for r in result["rows"]:
         if "unavailable" in r:
             lines.append(f"| {r.get('scene', '')} | {r['method']} | — | — | unavailable: "
-                         f"{r['unavailable']} | | | | | | | | | |")
+                         f"{r['unavailable']} | | | | | | | | | | |")
             continue
         n = f"{r['n']}" + (f" ({r['note']})" if r.get("note") else "")
         lines.append(
             f"| {r['scene']} | {r['method']} | {r['workload']} | {n} | "
             f"{fmt(r['success_spec'], 'pct')} | {fmt(r['success_tight'], 'pct')} | "
             f"{fmt(r['loose_ignoring_limits'], 'pct')} | {fmt(r.get('median_us'), 'us')} | "
-            f"{fmt(r.get('mean_us'), 'us')} | {fmt(r.get('median_us_successful'), 'us')} | "
+            f"{fmt(r.get('mean_us'), 'us')} | {fmt(r.get('p99_us'), 'us')} | "
+            f"{fmt(r.get('median_us_successful'), 'us')} | "
             f"{fmt(r.get('median_iterations'), '')} | "
             f"{fmt(r.get('frames_per_s'), 'us')} | {fmt(r.get('median_pos_err'), 'err')} | "
             f"{fmt(r.get('median_rot_err'), 'err')} |")
