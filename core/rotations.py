@@ -29,7 +29,8 @@ def quat_normalize(q: ArrayLike) -> Vec:
 
 
 def quat_multiply(a: ArrayLike, b: ArrayLike) -> Vec:
-    """Hamilton product ``a * b``: the rotation ``R(a) @ R(b)``."""
+    """Hamilton product ``a * b``: the rotation ``R(a) @ R(b)``. Components may be
+    arrays (``(4, F)``, batch last) for many products at once."""
     aw, ax, ay, az = np.asarray(a, dtype=float)
     bw, bx, by, bz = np.asarray(b, dtype=float)
     return np.array(
@@ -148,6 +149,19 @@ def euler_xyz_to_quat(euler: ArrayLike) -> Vec:
 def quat_to_euler_xyz(q: ArrayLike) -> Vec:
     """XYZ Euler angles (file convention ``Rz @ Ry @ Rx``, radians) of a quaternion."""
     return matrix_to_euler_xyz(quat_to_matrix(q))
+def quat_to_euler_xyz_rows(quat: Vec) -> Vec:
+    """:func:`quat_to_euler_xyz` of quaternion rows (k, 4): the file's XYZ Euler
+    angles (k, 3) (``Rz @ Ry @ Rx``, rad; at gimbal lock x = 0)."""
+    w, x, y, z = (quat / np.linalg.norm(quat, axis=1, keepdims=True)).T
+    m00, m10, m20 = 1 - 2 * (y * y + z * z), 2 * (x * y + w * z), 2 * (x * z - w * y)
+    m01, m11 = 2 * (x * y - w * z), 1 - 2 * (x * x + z * z)
+    m21, m22 = 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)
+    cy = np.hypot(m00, m10)
+    free = cy > 1e-9
+    ex = np.where(free, np.arctan2(m21, m22), 0.0)
+    ez = np.where(free, np.arctan2(m10, m00), np.arctan2(-m01, m11))
+    return np.column_stack([ex, np.arctan2(-m20, cy), ez])
+
 
 
 def intrinsic_xyz_to_quat(a: float, b: float, c: float) -> Vec:

@@ -81,9 +81,8 @@ class JointMap:
         (F, 4) ``[w, x, y, z]`` or locations (F, 3) (m)."""
         v = np.asarray(values, dtype=float)
         if self.type == "spherical":
-            m = self._to_bone_quat()
-            return _quat_rows(_quat_rows(np.broadcast_to(m, v.shape), v),
-                              np.broadcast_to(quat_conjugate(m), v.shape))
+            m = self._to_bone_quat()  # quat_multiply takes components batch last
+            return quat_multiply(quat_multiply(m, v.T), quat_conjugate(m)).T
         assert self.axis is not None
         bone_axis = self.to_bone @ self.axis
         if self.type == "revolute":
@@ -116,16 +115,6 @@ class JointMap:
         if self.type == "prismatic":
             return {"type": "prismatic", "displacement": float(np.dot(location, bone_axis))}
         raise ValueError(f"joint {self.name!r} ({self.type}) has no value")
-
-
-def _quat_rows(a: Vec, b: Vec) -> Vec:
-    """Hamilton products ``a b`` of quaternion rows (F, 4) ``[w, x, y, z]``."""
-    aw, ax, ay, az = a.T
-    bw, bx, by, bz = b.T
-    return np.column_stack([aw * bw - ax * bx - ay * by - az * bz,
-                            aw * bx + ax * bw + ay * bz - az * by,
-                            aw * by - ax * bz + ay * bw + az * bx,
-                            aw * bz + ax * by - ay * bx + az * bw])
 
 
 def align_signs(quats: Vec) -> Vec:

@@ -20,7 +20,12 @@ from typing import Any, cast
 import numpy as np
 from numpy.typing import NDArray
 
-from ..rotations import euler_xyz_to_quat, quat_to_euler_xyz, quat_to_matrix
+from ..rotations import (
+    euler_xyz_to_quat,
+    quat_to_euler_xyz,
+    quat_to_euler_xyz_rows,
+    quat_to_matrix,
+)
 from ..solver.batched import PRISMATIC, REVOLUTE
 from ..solver.robust.angles import angles_in_box
 from .definition import SkeletonDef
@@ -363,17 +368,3 @@ def intrinsic_xyz_quat_rows(a: Array, b: Array, c: Array) -> Array:
     cc, sc = np.cos(c / 2), np.sin(c / 2)
     w, x, y, z = ca * cb, sa * cb, ca * sb, sa * sb  # qx * qy
     return np.column_stack([w * cc - z * sc, x * cc + y * sc, y * cc - x * sc, z * cc + w * sc])
-
-
-def quat_to_euler_xyz_rows(quat: Array) -> Array:
-    """``rotations.quat_to_euler_xyz`` of quaternion rows (k, 4): the file's XYZ Euler
-    angles (k, 3) (``Rz @ Ry @ Rx``, rad; at gimbal lock x = 0)."""
-    w, x, y, z = (quat / np.linalg.norm(quat, axis=1, keepdims=True)).T
-    m00, m10, m20 = 1 - 2 * (y * y + z * z), 2 * (x * y + w * z), 2 * (x * z - w * y)
-    m01, m11 = 2 * (x * y - w * z), 1 - 2 * (x * x + z * z)
-    m21, m22 = 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)
-    cy = np.hypot(m00, m10)
-    free = cy > 1e-9
-    ex = np.where(free, np.arctan2(m21, m22), 0.0)
-    ez = np.where(free, np.arctan2(m10, m00), np.arctan2(-m01, m11))
-    return np.column_stack([ex, np.arctan2(-m20, cy), ez])

@@ -55,6 +55,10 @@ from .batched import (
 
 Array = NDArray[np.float64]
 
+# LM runs that may converge slowly (a closest approach, a continuation from a nearby
+# pose) stop only when their error has not halved in this many iterations
+SLOW_STALL_WINDOW = 10
+
 
 @dataclass(frozen=True)
 class TrackOptions:
@@ -611,7 +615,7 @@ class _Track:
             init[rows == 0] = q[0]
             res = levenberg_marquardt(self.model, self.problem, init,
                                       self.opts.max_iterations, rows=rows,
-                                      stall_window=10)  # the approach may be slow
+                                      stall_window=SLOW_STALL_WINDOW)
             np.add.at(self.work, rows, res.iterations)
             better = badness(res.position_error, res.orientation_error) < \
                 badness(pe[rows], re[rows])
@@ -641,7 +645,8 @@ def solve_track(model: BatchedKinematics, targets: ArrayLike,
     a re-baked part), the last frame's solution LM reaches from it, when it reaches one;
     else where the least motion leads."""
     opts = options or TrackOptions()
-    frames = len(np.asarray(targets))
+    targets = np.asarray(targets, dtype=float)
+    frames = len(targets)
     first = None if start is None else np.asarray(start, dtype=float).reshape(model.n)
     if first is None and before is not None and frames:
         first = _continued(model, targets, weights, opts, before, 0)
@@ -670,10 +675,10 @@ def _continued(model: BatchedKinematics, targets: ArrayLike,
     """Frame ``frame``'s solution LM reaches from ``pose`` (n,) (rad, m), pulled toward
     it (least motion), or None when it does not converge."""
     near = np.clip(np.asarray(pose, dtype=float).reshape(1, model.n), model.lo, model.hi)
-    first = np.asarray(targets, dtype=float)[frame:frame + 1]
+    first = np.asarray(targets)[frame:frame + 1]
     problem = Problem(model, first, weights, BatchOptions(
         position_tolerance=opts.position_tolerance,
-        orientation_tolerance=opts.orientation_tolerance, stall_window=10))
+        orientation_tolerance=opts.orientation_tolerance, stall_window=SLOW_STALL_WINDOW))
     res = levenberg_marquardt(model, problem, near, opts.max_iterations, pull=near)
     return res.q[0] if res.converged[0] else None
 
