@@ -18,7 +18,8 @@ damped step per row, and keeps per-row damping, acceptance and convergence masks
 - a row converges when every counted effector error is within the tolerances (m, rad)
   and stalls when ``mult`` explodes or ``E`` stops falling; stalled rows of a cold solve
   restart from random configurations within the limits, several per problem, as extra
-  rows of the next batch (``numpy.random.default_rng(seed)``: deterministic).
+  rows of the next batch (a counter-based generator keyed by the problem's targets and
+  the seed: deterministic, and independent of the rest of the batch).
 
 Public API: :func:`solve_many` (independent targets); :func:`levenberg_marquardt` (the
 loop, from given starts, used by ``solver.tracks``).
@@ -27,7 +28,6 @@ loop, from given starts, used by ``solver.tracks``).
 from __future__ import annotations
 
 import math
-import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol, cast
@@ -72,7 +72,7 @@ class BatchOptions:
     damping: float = 0.1  # Chan: W = mult * (damping * E + floor)
     damping_floor: float = 1e-9
     restarts: int = 8  # rounds of random restarts of the unconverged problems
-    restart_rows: int = 4  # random starts per unconverged problem and round
+    restart_rows: int = 8  # random starts per unconverged problem and round
     restart_iterations: int = 40
     # iterations over which E must fall below stall_ratio of itself (a row that does not
     # is stalled: a cold solve restarts it, a track lets it die)
@@ -220,6 +220,7 @@ def bounded_step(jac: Array, e: Array, x: Array, lo: Array, hi: Array, w: Array,
     rows = np.flatnonzero(viol.any(axis=0))
     if rows.size == 0:
         return step
+    # rows leave the loop once their step stays within the box: the rest is re-solved
     free = np.ones((n, rows.size), dtype=bool)
     fixed = np.zeros((n, rows.size))
     xs, js, es = x[:, rows], jac[..., rows], e[:, rows]
@@ -229,15 +230,22 @@ def bounded_step(jac: Array, e: Array, x: Array, lo: Array, hi: Array, w: Array,
     for _ in range(n):
         fixed = np.where(sub_viol, np.clip(sub_v, lo_, hi_) - xs, fixed)
         free &= ~sub_viol
-        jf = js * free
         rest = es - np.einsum("rnk,nk->rk", js, fixed)
-        s = _damped(jf, rest, ws, None if ds is None else ds * free)
+        s = _damped(js * free, rest, ws, None if ds is None else ds * free)
         s = np.where(free, s, fixed)
         sub_v = xs + s
         sub_viol = free & ((sub_v < lo_) | (sub_v > hi_))
-        if not sub_viol.any():
+        again = sub_viol.any(axis=0)
+        done = ~again
+        step[:, rows[done]] = np.clip(sub_v[:, done], lo_, hi_) - xs[:, done]
+        if not again.any():
             break
-    step[:, rows] = np.clip(sub_v, lo_, hi_) - xs
+        rows, free, fixed, xs, js, es, ws = rows[again], free[:, again], fixed[:, again], \
+            xs[:, again], js[..., again], es[:, again], ws[again]
+        ds = None if ds is None else ds[:, again]
+        sub_v, sub_viol = sub_v[:, again], sub_viol[:, again]
+    else:
+        step[:, rows] = np.clip(sub_v, lo_, hi_) - xs
     return step
 
 
@@ -415,6 +423,34 @@ def random_starts(model: BatchedKinematics, count: int, rng: np.random.Generator
     return np.clip(a + u * (b - a), model.lo, model.hi)
 
 
+def _mix64(z: NDArray[np.uint64]) -> NDArray[np.uint64]:
+    """SplitMix64's finaliser, elementwise (uint64 arithmetic wraps)."""
+    z = z + np.uint64(0x9E3779B97F4A7C15)
+    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return z ^ (z >> np.uint64(31))
+
+
+def problem_keys(targets: Array, seed: int) -> NDArray[np.uint64]:
+    """A 64-bit key per problem (B,) from its targets' bits (B, w) and ``seed``."""
+    words = np.ascontiguousarray(targets, dtype=np.float64).view(np.uint64)
+    key = np.full(len(words), np.uint64(seed & 0xFFFFFFFFFFFFFFFF), dtype=np.uint64)
+    with np.errstate(over="ignore"):
+        for j in range(words.shape[1]):
+            key = _mix64(key ^ words[:, j])
+    return key
+
+
+def uniform_draws(keys: NDArray[np.uint64], draw: NDArray[np.int_], n: int) -> Array:
+    """Uniform numbers in [0, 1) (k, n): row ``i`` is draw number ``draw[i]`` of the
+    stream ``keys[i]`` (a counter-based generator: each row depends on its key and
+    counter only)."""
+    with np.errstate(over="ignore"):
+        base = _mix64(keys ^ _mix64(np.asarray(draw, dtype=np.uint64)))
+        z = _mix64(base[:, None] + np.arange(1, n + 1, dtype=np.uint64)[None])
+    return (z >> np.uint64(11)).astype(np.float64) * (1.0 / 9007199254740992.0)
+
+
 def t_pose(model: BatchedKinematics) -> Array:
     """The T-pose's coordinates (n,), all zero (rad, m), clipped into the limits."""
     return np.clip(np.zeros(model.n), model.lo, model.hi)
@@ -463,21 +499,19 @@ def solve_many(model: BatchedKinematics, targets: ArrayLike,
     else:
         start = np.asarray(q0, dtype=float).reshape(b, model.n)
     res = levenberg_marquardt(model, problem, start, opts.max_iterations)
-    # each problem draws its restarts from its own stream, seeded by its targets: its
+    # each problem draws its restarts from its own stream, keyed by its targets: its
     # answer does not depend on the other problems of the batch
-    t = np.ascontiguousarray(np.asarray(targets, dtype=float).reshape(b, -1)) if b else None
-    gens: dict[int, np.random.Generator] = {}
+    keys = problem_keys(np.asarray(targets, dtype=float).reshape(b, -1) if b else
+                        np.zeros((0, 1)), opts.seed)
     best_err = problem.badness(res.position_error, res.orientation_error)
-    for _ in range(opts.restarts):
+    reps = opts.restart_rows
+    for round_ in range(opts.restarts):
         todo = np.flatnonzero(~res.converged)
         if todo.size == 0:
             break
-        rows = np.repeat(todo, opts.restart_rows)
-        u = np.concatenate([
-            gens.setdefault(int(p), np.random.default_rng(
-                [opts.seed, zlib.crc32(t[p].tobytes())]))  # type: ignore[index]
-            .random((opts.restart_rows, model.n))
-            for p in todo])
+        rows = np.repeat(todo, reps)
+        draw = round_ * reps + np.tile(np.arange(reps), todo.size)
+        u = uniform_draws(keys[rows], draw, model.n)
         starts = random_starts(model, rows.size, None, problem.scale, u)
         sub = levenberg_marquardt(model, problem, starts,
                                   min(opts.restart_iterations, opts.max_iterations), rows=rows,

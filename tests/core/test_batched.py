@@ -19,7 +19,7 @@ from dhik.model.batched import BatchedModel
 from dhik.model.definition import JointDef, SkeletonDef
 from dhik.model.skeleton import Skeleton
 from dhik.rotations import matrix_to_rotvec
-from dhik.solver.batched import BatchOptions, rotvec, solve_many
+from dhik.solver.batched import BatchOptions, problem_keys, rotvec, solve_many, uniform_draws
 from dhik.solver.joints import PrismaticJoint, RevoluteJoint
 from dhik.solver.tracks import TrackResult, solve_track
 from scipy.spatial.transform import Rotation
@@ -162,6 +162,34 @@ def test_solve_many_is_deterministic() -> None:
     model, targets = arm7_targets(20, 9)
     a, b = solve_many(model, targets), solve_many(model, targets)
     np.testing.assert_array_equal(a.q, b.q)
+
+
+def test_restart_draws_are_uniform_and_keyed_per_problem() -> None:
+    """The restarts' counter-based draws: uniform on [0, 1) (a chi-square test over 20
+    bins, the mean and variance of 1/12), a row depends on its problem's key and its
+    counter only, and different targets or seeds give different streams."""
+    targets = np.random.default_rng(3).random((500, 16))
+    keys = problem_keys(targets, 0)
+    assert len(set(keys.tolist())) == 500
+    rows = np.repeat(np.arange(500), 40)
+    u = uniform_draws(keys[rows], np.tile(np.arange(40), 500), 7)  # (20000, 7)
+    assert u.shape == (20000, 7) and u.min() >= 0.0 and u.max() < 1.0
+    counts = np.bincount((u * 20).astype(int).ravel(), minlength=20)
+    expected = u.size / 20
+    chi2 = float(((counts - expected) ** 2 / expected).sum())
+    assert chi2 < 43.8  # 19 degrees of freedom, p = 0.001
+    assert abs(u.mean() - 0.5) < 0.005 and abs(u.var() - 1 / 12) < 0.002
+    # neighbouring columns and counters are uncorrelated
+    assert abs(np.corrcoef(u[:, 0], u[:, 1])[0, 1]) < 0.03
+    assert abs(np.corrcoef(u[:-1, 0], u[1:, 0])[0, 1]) < 0.03
+    # a row alone: the same numbers; another seed or a target changed in one bit: others
+    np.testing.assert_array_equal(uniform_draws(keys[[7]], np.array([13]), 7),
+                                  u[7 * 40 + 13][None])
+    assert not np.array_equal(problem_keys(targets, 1), keys)
+    bumped = targets.copy()
+    bumped[0, 5] = np.nextafter(bumped[0, 5], 2.0)
+    changed = problem_keys(bumped, 0) != keys
+    assert changed[0] and not changed[1:].any()
 
 
 def smooth_path(model: BatchedModel, frames: int, seed: int) -> np.ndarray:
