@@ -137,7 +137,6 @@ class BatchedModel:
                     width = 3 if st.kind == "spherical" else 1
                     self.paths[k, st.col:st.col + width] = True
                 name = by_name[name].parent
-        self._rev = _rodrigues_parts
         self._parts = {st.i: _rodrigues_parts(st.axis) for st in self._steps
                        if st.kind == "revolute" and st.axis is not None}
         self._elem = [_rodrigues_parts(_AXES[k]) for k in range(3)]
@@ -145,6 +144,7 @@ class BatchedModel:
                             if st.kind == "revolute" and st.axis is not None
                             and np.count_nonzero(st.axis) == 1}
         self._prismatic = self.kinds == PRISMATIC
+        self._any_prismatic = bool(self._prismatic.any())
         self._path_cols = [np.flatnonzero(p) for p in self.paths]
         self._path_prism = [np.flatnonzero(p & self._prismatic) for p in self.paths]
 
@@ -162,6 +162,9 @@ class BatchedModel:
         origins = np.empty((self.n, 3, k)) if columns else None
         ident: Cols = (_AXES[:, 0, None], _AXES[:, 1, None], _AXES[:, 2, None])
         zero = np.zeros((3, 1))
+        # every hinge's cosine and sine in two calls (sliders' rows unused)
+        ang = np.where(self._prismatic[:, None], 0.0, q) if self._any_prismatic else q
+        cq, sq = np.cos(ang), np.sin(ang)
         for st in self._steps:
             rp = ident if st.parent < 0 else rots[st.parent]
             p = zero if st.parent < 0 else poss[st.parent]
@@ -175,7 +178,7 @@ class BatchedModel:
                 if columns:
                     axes[c] = self._axis_world(rp, st)  # type: ignore[index]
                     origins[c] = p  # type: ignore[index]
-                r = self._turn(rp, st, q[c])
+                r = self._turn(rp, st, cq[c], sq[c])
             elif st.kind == "prismatic":
                 r = rp
                 w = self._axis_world(rp, st)
@@ -190,12 +193,15 @@ class BatchedModel:
                     if columns:
                         axes[c] = r[j]  # type: ignore[index]
                         origins[c] = p  # type: ignore[index]
-                    r = _coordinate_turn(r, j, q[c])
+                    r = _coordinate_turn(r, j, cq[c], sq[c])
             rots.append(r)
             poss.append(p)
-        rot = np.stack([np.stack([np.broadcast_to(col, (3, k)) for col in rots[i]], axis=1)
-                        for i in self._eff])
-        pos = np.stack([np.broadcast_to(poss[i], (3, k)) for i in self._eff])
+        rot = np.empty((len(self._eff), 3, 3, k))
+        pos = np.empty((len(self._eff), 3, k))
+        for e, i in enumerate(self._eff):
+            for j in range(3):
+                rot[e, :, j] = rots[i][j]
+            pos[e] = poss[i]
         return rot, pos, axes, origins
 
     @staticmethod
@@ -205,19 +211,20 @@ class BatchedModel:
         out = None
         for j in range(3):
             if st.axis[j] != 0.0:
-                term = rp[j] * st.axis[j]
+                term = rp[j] if st.axis[j] == 1.0 else rp[j] * st.axis[j]
                 out = term if out is None else out + term
         assert out is not None
         return out
 
-    def _turn(self, rp: Cols, st: _Step, v: Array) -> Cols:
-        """``rp @ R_axis(v)`` for a revolute step, as columns."""
+    def _turn(self, rp: Cols, st: _Step, c: Array, s: Array) -> Cols:
+        """``rp @ R_axis(v)`` for a revolute step, as columns, from ``c = cos v`` and
+        ``s = sin v`` (k,)."""
         j = self._coord_axis.get(st.i, -1)
         if j >= 0:
             assert st.axis is not None
-            return _coordinate_turn(rp, j, v if st.axis[j] > 0 else -v)
+            return _coordinate_turn(rp, j, c, s if st.axis[j] > 0 else -s)
         e0, ec, es = self._parts[st.i]
-        local = e0[:, :, None] + ec[:, :, None] * np.cos(v) + es[:, :, None] * np.sin(v)
+        local = e0[:, :, None] + ec[:, :, None] * c + es[:, :, None] * s
         return _mix(rp, local)
 
     def pose_t(self, q: Array) -> tuple[Array, Array]:
@@ -325,10 +332,10 @@ _MIX = {0: (1, 2), 1: (2, 0), 2: (0, 1)}  # columns a turn about X, Y, Z mixes
 Cols = tuple[Array, Array, Array]  # a rotation's three columns, (3, k) or (3, 1) each
 
 
-def _coordinate_turn(rp: Cols, axis: int, v: Array) -> Cols:
-    """``rp @ R_axis(v)`` for a coordinate axis (0, 1, 2), as columns (batch last)."""
+def _coordinate_turn(rp: Cols, axis: int, c: Array, s: Array) -> Cols:
+    """``rp @ R_axis(v)`` for a coordinate axis (0, 1, 2), as columns (batch last), from
+    ``c = cos v`` and ``s = sin v`` (k,)."""
     a, b = _MIX[axis]
-    c, s = np.cos(v), np.sin(v)
     ca, cb = rp[a], rp[b]
     out = list(rp)
     out[a] = ca * c + cb * s
