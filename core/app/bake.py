@@ -247,11 +247,11 @@ def simulate(
         if any((t.pos_weight, t.rot_weight) != (1.0, 1.0) for t in tracks):
             raise DhikError("effector weights need --method robust")
         solved = _solve_spec_frames(model, per_frame, settings, warm_start, progress)
-    elif extras is None and not any(t.chain_length for t in tracks):
+    elif not any(t.pole for t in tracks):  # poles: the frame-by-frame tracker below
         weights = [(t.pos_weight, t.rot_weight) for t in tracks]
         blocks = _batched_frames(skeleton, names, per_frame, settings, weights, warm_start,
                                  options or RobustOptions(), progress, jumps, previous,
-                                 following)
+                                 following, [t.chain_length for t in tracks])
     else:
         weights = [(t.pos_weight, t.rot_weight) for t in tracks]
         solved = ((f.state, f.result) for f in trajectory_frames(
@@ -279,9 +279,15 @@ def simulate(
         per_effector[part, :, 1] = block.orientation_error
         values_out[part] = _value_rows(block.model.value_columns(block.q), fixed, kinds,
                                        width)
+        if extras is not None:  # driven joints keep the values given, as they are
+            _put_driven(values_out[part], per_frame[part], block.model.solved, fixed, kinds)
         done = part.stop
         if len(block.q):
             state = block.model.joint_values(block.q[-1])
+            last_given = getattr(per_frame[done - 1], "driven", None)
+            if last_given:
+                state = {**state, **{k: v for k, v in last_given.items()
+                                     if k not in block.model.solved}}
     for i, (state, res) in enumerate(solved):
         frame_targets = per_frame[i]
         per = getattr(res, "effector_errors", None)
@@ -375,6 +381,58 @@ def _value_rows(columns: Mapping[str, tuple[str, NDArray[np.float64]]],
     return out
 
 
+def _put_driven(rows: NDArray[np.float64], frames: Sequence[Any], solved: frozenset[str],
+                fixed: Mapping[str, Mapping[str, Any]], kinds: Sequence[str]) -> None:
+    """Write each frame's driven values (``FrameTargets.driven``, SPEC 3.3 entries) of
+    joints outside the solved chains into its animation row (file order: ``fixed``'s
+    joints), in place."""
+    offset: dict[str, tuple[str, int]] = {}
+    col = 0
+    for name, kind in zip(fixed, kinds, strict=True):
+        offset[name] = (kind, col)
+        col += AnimationColumns.WIDTH[kind]
+    cache: dict[int, list[tuple[int, list[float]]]] = {}  # frames share their mapping
+    for row, frame in zip(rows, frames, strict=True):
+        given = getattr(frame, "driven", None)
+        if not given:
+            continue
+        put = cache.get(id(given))
+        if put is None:
+            put = []
+            for name, entry in given.items():
+                if name in solved or name not in offset:
+                    continue
+                kind, at = offset[name]
+                if kind == "revolute":
+                    put.append((at, [float(entry["angle"])]))
+                elif kind == "prismatic":
+                    put.append((at, [float(entry["displacement"])]))
+                else:
+                    put.append((at, [*map(float, entry["euler"]),
+                                     *map(float, entry["quaternion"])]))
+            cache[id(given)] = put
+        for at, vals in put:
+            row[at:at + len(vals)] = vals
+
+
+def _held_rows(model: BatchedModel, frames: Sequence[Any]) -> NDArray[np.float64] | None:
+    """The held columns' values (k, n) of ``frames`` (rad, m): each frame's driven values
+    (``FrameTargets.driven``), the T-pose where none are given; None when the model holds
+    no column."""
+    if not model.held.any():
+        return None
+    out = np.zeros((len(frames), model.n))
+    cache: dict[int, NDArray[np.float64]] = {}
+    for i, frame in enumerate(frames):
+        given = getattr(frame, "driven", None)
+        if given:
+            row = cache.get(id(given))
+            if row is None:
+                row = cache[id(given)] = model.coordinates(given)
+            out[i] = row
+    return out
+
+
 def _batched_frames(
     skeleton: Skeleton,
     names: list[str],
@@ -387,6 +445,7 @@ def _batched_frames(
     jumps: list[int],
     previous: Mapping[str, Mapping[str, Any]] | None = None,
     following: Mapping[str, Mapping[str, Any]] | None = None,
+    chain_lengths: list[int] | None = None,
 ) -> Iterator[_Block]:
     """The robust method on the batched engine, a :class:`_Block` of frames at a time
     (targets world 4x4, metres).
@@ -395,9 +454,11 @@ def _batched_frames(
     :data:`BATCH_WINDOW` frames at a time, each window starting from the last frame of
     the one before (the first from the frame ``previous`` to it, the last to the frame
     ``following``, when given); frames where no continuous path was found are added
-    to ``jumps``. Cold: ``solve_many``, every frame alone, a window at a time.
+    to ``jumps``. Cold: ``solve_many``, every frame alone, a window at a time. With
+    ``chain_lengths``, the joints on the paths outside the chains are held at each
+    frame's driven values (``FrameTargets.driven``), else at the T-pose.
     """
-    model = BatchedModel(skeleton.defn, names)
+    model = BatchedModel(skeleton.defn, names, chain_lengths)
     before = model.coordinates(previous) if previous else None
     after = model.coordinates(following) if following else None
     total = len(per_frame)
@@ -415,17 +476,18 @@ def _batched_frames(
         lo = a - 1 if last is not None else a
         b = min(total, lo + BATCH_WINDOW)
         targets = np.array([list(per_frame[i]) for i in range(lo, b)], dtype=float)
+        held = _held_rows(model, per_frame[lo:b]) if model.held.any() else None
         if warm_start:
             res = solve_track(model, targets, weights, topts, start=last,
                               before=before if last is None else None,
-                              after=after if b == total else None)
+                              after=after if b == total else None, held=held)
             q, conv = res.q, res.converged
             pe, re = res.position_error, res.orientation_error
             iters = res.iterations
             jumps.extend(lo + j for j in res.jumps if lo + j >= a)
             last = q[-1]
         else:
-            many = solve_many(model, targets, weights, bopts)
+            many = solve_many(model, targets, weights, bopts, held=held)
             q, conv, iters = many.q, many.converged, many.iterations
             pe, re = many.position_error, many.orientation_error
         # the frame's errors: the largest over the effectors whose part counts

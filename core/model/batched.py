@@ -67,21 +67,34 @@ class BatchedModel:
     Attributes: ``effectors`` (names), ``n`` columns, ``names`` (one per column: the joint
     name, ``name.x``/``.y``/``.z`` for spherical angles), ``kinds`` (REVOLUTE or
     PRISMATIC per column; spherical angles are REVOLUTE), ``lo``/``hi`` (limits per
-    column, +-inf when none).
+    column, +-inf when none), ``held`` (per column: its joint is outside every solved
+    chain, so its value comes from outside, frame by frame, and its limits are +-inf).
+
+    ``chain_lengths``: per effector, the solve moves the last n joints of its path only
+    (n = 0: all), counted as Blender's IK constraint counts bones (``CompiledKinematics``
+    counts alike); the other joints on the paths are held.
     """
 
-    def __init__(self, skeleton: Skeleton | SkeletonDef, effectors: list[str]) -> None:
+    def __init__(self, skeleton: Skeleton | SkeletonDef, effectors: list[str],
+                 chain_lengths: list[int] | None = None) -> None:  # fmt: skip
         defn = skeleton.defn if isinstance(skeleton, Skeleton) else skeleton
         self.effectors = list(effectors)
         by_name = {d.name: d for d in defn.joints}
         on_path: set[str] = set()
-        for e in self.effectors:
+        solved: set[str] = set()
+        lengths = [0] * len(self.effectors) if chain_lengths is None else list(chain_lengths)
+        if len(lengths) != len(self.effectors) or any(n < 0 for n in lengths):
+            raise ValueError("need one chain length >= 0 per effector")
+        for e, length in zip(self.effectors, lengths, strict=True):
             if e not in by_name:
                 raise ValueError(f"no joint named {e!r} in the skeleton")
             name: str | None = e
+            path: list[str] = []
             while name is not None:
-                on_path.add(name)
+                path.append(name)
                 name = by_name[name].parent
+            on_path.update(path)
+            solved.update(path[:length] if length else path)  # path runs effector first
         order = [d for d in defn.joints if d.name in on_path]
         index = {d.name: i for i, d in enumerate(order)}
         self.joint_names = [d.name for d in order]
@@ -92,7 +105,10 @@ class BatchedModel:
         hi: list[float] = []
         self._spherical: list[tuple[str, int]] = []  # (joint name, first column)
         self._one_dof: list[tuple[str, int, int]] = []  # (joint name, column, kind)
+        held: list[bool] = []
         for i, d in enumerate(order):
+            width = {"revolute": 1, "prismatic": 1, "spherical": 3}.get(d.type, 0)
+            held.extend([d.name not in solved] * width)
             parent = -1 if d.parent is None else index[d.parent]
             off = np.array(d.offset, dtype=float)
             col = -1
@@ -124,8 +140,10 @@ class BatchedModel:
         self.names = names
         self.n = len(names)
         self.kinds = np.array(kinds, dtype=int)
-        self.lo = np.array(lo, dtype=float)
-        self.hi = np.array(hi, dtype=float)
+        self.held = np.array(held, dtype=bool)
+        self.solved = frozenset(solved)  # the joints the solve moves (and fixed ones)
+        self.lo = np.where(self.held, -np.inf, np.array(lo, dtype=float))
+        self.hi = np.where(self.held, np.inf, np.array(hi, dtype=float))
         self._eff = [index[e] for e in self.effectors]
         # per effector: which columns move it (its path from the root)
         self.paths = np.zeros((len(self.effectors), self.n), dtype=bool)

@@ -50,6 +50,7 @@ class BatchedKinematics(Protocol):
     kinds: NDArray[np.int_]  # REVOLUTE or PRISMATIC per column
     lo: Array  # limits per column (rad or m), +-inf when none
     hi: Array
+    held: NDArray[np.bool_]  # columns whose values come from outside (Problem.held)
 
     def pose_t(self, q: Array) -> tuple[Array, Array]:
         """Batch last: ``q`` (n, k) -> effector world rotations (m, 3, 3, k) and
@@ -119,11 +120,13 @@ def rotvec(e: Array) -> Array:
 
 
 class Problem:
-    """Targets (batch last), weights and tolerances of B problems on one model."""
+    """Targets (batch last), weights and tolerances of B problems on one model, and the
+    values of its held columns per problem (``held`` (B, n), rad or m; None: zero, the
+    T-pose): every LM run puts them in and keeps them."""
 
     def __init__(self, model: BatchedKinematics, targets: ArrayLike,
                  weights: Sequence[tuple[float, float]] | None,
-                 options: BatchOptions) -> None:  # fmt: skip
+                 options: BatchOptions, held: ArrayLike | None = None) -> None:  # fmt: skip
         self.model = model
         t = np.asarray(targets, dtype=float)
         m = len(model.effectors)
@@ -132,6 +135,12 @@ class Problem:
         if t.ndim != 4 or t.shape[1:] != (m, 4, 4):
             raise ValueError(f"targets must have shape (B, {m}, 4, 4), got {t.shape}")
         self.count = len(t)
+        self.held_cols = np.flatnonzero(model.held)
+        self.held: Array | None = None  # (h, B): the held columns' values per problem
+        if self.held_cols.size:
+            hv = np.zeros((self.count, model.n)) if held is None else \
+                np.asarray(held, dtype=float).reshape(self.count, model.n)
+            self.held = np.ascontiguousarray(hv[:, self.held_cols].T)
         self.t_rot = np.ascontiguousarray(t[:, :, :3, :3].transpose(1, 2, 3, 0))  # (m,3,3,B)
         self.t_pos = np.ascontiguousarray(t[:, :, :3, 3].transpose(1, 2, 0))  # (m, 3, B)
         w = [(1.0, 1.0)] * m if weights is None else [(float(a), float(b)) for a, b in weights]
@@ -149,6 +158,13 @@ class Problem:
         half = 0.5 * (hi - lo)
         finite = np.isfinite(half) & options.scaled_columns
         self.col_scale = np.clip(np.where(finite, half, 1.0), 1e-3, 1e3)  # (n,)
+
+    def hold(self, q: Array, rows: Index) -> Array:
+        """``q`` (k, n) with the held columns set to problems ``rows``' values (a copy)."""
+        q = np.array(q, dtype=float)
+        if self.held is not None:
+            q[:, self.held_cols] = self.held[:, rows].T
+        return q
 
     def residual(self, idx: Index, rot: Array, pos: Array) -> tuple[Array, Array, Array]:
         """Weighted residual (6m, k) and per-effector errors (m, k) (m), (m, k) (rad)
@@ -198,9 +214,11 @@ def search_limits(model: BatchedKinematics) -> tuple[Array, Array]:
 
 
 def length_scale(model: BatchedKinematics) -> float:
-    """The largest linear Jacobian column at the T-pose clipped into the limits (m)."""
+    """The largest linear Jacobian column of a solved column at the T-pose clipped into
+    the limits (m)."""
     q0 = np.clip(np.zeros(model.n), model.lo, model.hi)[:, None]
     _, _, jac = model.pose_jacobian_t(q0)
+    jac = jac[:, :, ~model.held]  # the solved columns
     if jac.size == 0:
         return 1.0
     longest = float(np.max(np.linalg.norm(jac[:, :3, :, 0], axis=1)))
@@ -326,6 +344,9 @@ def levenberg_marquardt(model: BatchedKinematics, problem: Problem, q0: Array,
         return BatchResult(np.zeros((0, model.n)), np.zeros(0, dtype=bool),
                            np.zeros(0, dtype=int), np.zeros((0, m)), np.zeros((0, m)))
     idx = np.arange(k) if rows is None else np.asarray(rows)
+    if problem.held is not None:  # the held columns take the problems' values and keep them
+        q[problem.held_cols] = problem.held[:, idx]
+        frozen = model.held if frozen is None else np.asarray(frozen, dtype=bool) | model.held
     pl = None if pull is None else np.ascontiguousarray(np.asarray(pull, dtype=float).T)
     nr = len(problem.row_w)
     roww = problem.row_w[:, None, None]
@@ -477,11 +498,12 @@ def cold_start(model: BatchedKinematics) -> Array:
 
 def solve_many(model: BatchedKinematics, targets: ArrayLike,
                weights: Sequence[tuple[float, float]] | None = None,
-               options: BatchOptions | None = None, q0: ArrayLike | None = None
-               ) -> BatchResult:  # fmt: skip
+               options: BatchOptions | None = None, q0: ArrayLike | None = None,
+               held: ArrayLike | None = None) -> BatchResult:  # fmt: skip
     """Solve B independent problems: ``targets`` (B, m, 4, 4) world transforms (metres),
     one per effector and problem; from ``q0`` (B, n), or from the T-pose where it is
-    already on target and :func:`cold_start` elsewhere.
+    already on target and :func:`cold_start` elsewhere; ``held`` (B, n): the values of
+    the model's held columns per problem (rad, m; see :class:`Problem`).
 
     Problems that do not converge restart from random configurations within the limits
     (``options.restart_rows`` per problem and round, ``options.restarts`` rounds), as
@@ -489,7 +511,7 @@ def solve_many(model: BatchedKinematics, targets: ArrayLike,
     smallest weighted error). Deterministic for a given ``options.seed``.
     """
     opts = options or BatchOptions()
-    problem = Problem(model, targets, weights, opts)
+    problem = Problem(model, targets, weights, opts, held)
     b = problem.count
     if q0 is None:  # a T-pose already on target stays; the others start cold
         start = np.broadcast_to(cold_start(model), (b, model.n)).copy()

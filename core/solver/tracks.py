@@ -173,14 +173,15 @@ class _Ladder:
 
 class _Track:
     def __init__(self, model: BatchedKinematics, targets: ArrayLike,
-                 weights: Sequence[tuple[float, float]] | None, options: TrackOptions
-                 ) -> None:  # fmt: skip
+                 weights: Sequence[tuple[float, float]] | None, options: TrackOptions,
+                 held: ArrayLike | None = None) -> None:  # fmt: skip
         self.model = model
         self.opts = options
         self.batch = BatchOptions(position_tolerance=options.position_tolerance,
                                   orientation_tolerance=options.orientation_tolerance,
                                   stall_window=options.stall_window, seed=options.seed)
-        self.problem = Problem(model, targets, weights, self.batch)
+        self.problem = Problem(model, targets, weights, self.batch, held)
+        self.solved = ~model.held  # the columns the path's motion is measured on
         self.frames = self.problem.count
         self.work = np.zeros(self.frames, dtype=np.int64)  # LM iterations per frame
         self.rng = np.random.default_rng(options.seed)
@@ -193,8 +194,9 @@ class _Track:
         turn = model.kinds == REVOLUTE
         self.grid_lo = np.where(finite, np.where(finite, lo, 0.0), np.where(turn, -np.pi, 0.0))
         self.grid_hi = np.where(finite, np.where(finite, hi, 0.0), np.where(turn, np.pi, 0.0))
-        self.grid_ok = finite | turn
-        self.wrap = turn & ~np.isfinite(lo) & ~np.isfinite(hi)  # hinges without limits
+        self.grid_ok = (finite | turn) & ~model.held
+        # hinges without limits (held columns keep the values they are given)
+        self.wrap = turn & ~np.isfinite(lo) & ~np.isfinite(hi) & ~model.held
 
     def lm(self, rows: Index, start: Array, pull: Array | None, budget: int | None = None,
            frozen: NDArray[np.bool_] | None = None
@@ -524,7 +526,7 @@ class _Track:
             span = float(max(idx[i] - idx[i - 1], 1))
             a, b = qs[i][nodes[i]], qs[i - 1][nodes[i - 1]]
             step = np.zeros((len(a), len(b)))
-            for c in range(qs.shape[2]):
+            for c in np.flatnonzero(self.solved):
                 d = a[:, None, c] - b[None, :, c]
                 if self.wrap[c]:  # a hinge without limits: the nearest turn
                     d = (d + np.pi) % (2 * np.pi) - np.pi
@@ -588,7 +590,7 @@ class _Track:
         ``power``; Jensen), and that cost itself once every frame is known."""
         ks = np.flatnonzero(fl.have)
         span = np.diff(ks).astype(float)
-        d = np.max(np.abs(np.diff(fl.q[ks], axis=0)), axis=1)
+        d = np.max(np.abs(np.diff(fl.q[ks][:, self.solved], axis=0)), axis=1, initial=0.0)
         return float(np.sum(span * (d / span) ** self.opts.power)
                      + 1e6 * np.count_nonzero(~fl.conv[ks[1:-1]]))
 
@@ -628,9 +630,12 @@ def solve_track(model: BatchedKinematics, targets: ArrayLike,
                 weights: Sequence[tuple[float, float]] | None = None,
                 options: TrackOptions | None = None,
                 start: ArrayLike | None = None, before: ArrayLike | None = None,
-                after: ArrayLike | None = None) -> TrackResult:  # fmt: skip
+                after: ArrayLike | None = None, held: ArrayLike | None = None
+                ) -> TrackResult:  # fmt: skip
     """Solve a trajectory: ``targets`` (F, m, 4, 4) world transforms (metres), one per
-    frame and effector. Returns per-frame coordinates, convergence, errors, and the
+    frame and effector; ``held`` (F, n): the values of the model's held columns per
+    frame (rad, m; None: the T-pose), which the path keeps and its motion leaves out.
+    Returns per-frame coordinates, convergence, errors, and the
     frames where no continuous path was found (module docstring). When a solve leaves
     jumps or unconverged frames, it is done again with coarse frames twice as dense
     (``retries`` times) and the better answer kept. Deterministic for a given
@@ -647,13 +652,14 @@ def solve_track(model: BatchedKinematics, targets: ArrayLike,
     opts = options or TrackOptions()
     targets = np.asarray(targets, dtype=float)
     frames = len(targets)
+    held = None if held is None else np.asarray(held, dtype=float).reshape(frames, model.n)
     first = None if start is None else np.asarray(start, dtype=float).reshape(model.n)
     if first is None and before is not None and frames:
-        first = _continued(model, targets, weights, opts, before, 0)
+        first = _continued(model, targets, weights, opts, before, 0, held)
     last = None
     if after is not None and frames > 1:
-        last = _continued(model, targets, weights, opts, after, frames - 1)
-    best = _solve_track(model, targets, weights, opts, first, last)
+        last = _continued(model, targets, weights, opts, after, frames - 1, held)
+    best = _solve_track(model, targets, weights, opts, first, last, held)
     work = best.iterations
     for _ in range(opts.retries):
         if not best.jumps and best.converged.all():
@@ -661,9 +667,9 @@ def solve_track(model: BatchedKinematics, targets: ArrayLike,
         opts = replace(opts, stride=max(opts.stride // 2, 1),
                        coarse_motion=opts.coarse_motion / 2,
                        lane_frames=2 * opts.lane_frames)
-        again = _solve_track(model, targets, weights, opts, first, last)
+        again = _solve_track(model, targets, weights, opts, first, last, held)
         work = work + again.iterations  # the pass not kept was work too
-        if _score(again) < _score(best):
+        if _score(again, ~model.held) < _score(best, ~model.held):
             best = again
     best.iterations = work
     return best
@@ -671,31 +677,35 @@ def solve_track(model: BatchedKinematics, targets: ArrayLike,
 
 def _continued(model: BatchedKinematics, targets: ArrayLike,
                weights: Sequence[tuple[float, float]] | None, opts: TrackOptions,
-               pose: ArrayLike, frame: int) -> Array | None:  # fmt: skip
+               pose: ArrayLike, frame: int, held: Array | None) -> Array | None:  # fmt: skip
     """Frame ``frame``'s solution LM reaches from ``pose`` (n,) (rad, m), pulled toward
     it (least motion), or None when it does not converge."""
-    near = np.clip(np.asarray(pose, dtype=float).reshape(1, model.n), model.lo, model.hi)
     first = np.asarray(targets)[frame:frame + 1]
     problem = Problem(model, first, weights, BatchOptions(
         position_tolerance=opts.position_tolerance,
-        orientation_tolerance=opts.orientation_tolerance, stall_window=SLOW_STALL_WINDOW))
+        orientation_tolerance=opts.orientation_tolerance, stall_window=SLOW_STALL_WINDOW),
+        None if held is None else held[frame:frame + 1])
+    near = problem.hold(np.clip(np.asarray(pose, dtype=float).reshape(1, model.n), model.lo,
+                                model.hi), np.zeros(1, dtype=np.intp))
     res = levenberg_marquardt(model, problem, near, opts.max_iterations, pull=near)
     return res.q[0] if res.converged[0] else None
 
 
-def _score(res: TrackResult) -> tuple[int, int, float]:
-    """Worse answers score higher: unconverged frames, then jumps, then the largest step."""
-    steps = np.max(np.abs(np.diff(res.q, axis=0)), axis=1) if len(res.q) > 1 else [0.0]
+def _score(res: TrackResult, solved: NDArray[np.bool_]) -> tuple[int, int, float]:
+    """Worse answers score higher: unconverged frames, then jumps, then the largest step
+    of a ``solved`` column."""
+    steps = np.max(np.abs(np.diff(res.q[:, solved], axis=0)), axis=1, initial=0.0) \
+        if len(res.q) > 1 else [0.0]
     return (int(np.count_nonzero(~res.converged)), len(res.jumps), float(np.max(steps)))
 
 
 def _solve_track(model: BatchedKinematics, targets: ArrayLike,
                  weights: Sequence[tuple[float, float]] | None, opts: TrackOptions,
-                 start: Array | None = None, end: Array | None = None
-                 ) -> TrackResult:  # fmt: skip
+                 start: Array | None = None, end: Array | None = None,
+                 held: Array | None = None) -> TrackResult:  # fmt: skip
     """One :func:`solve_track` pass with ``opts``: the path from ``start`` (else from
     the T-pose when it is on the first target) and to ``end`` when given."""
-    tr = _Track(model, targets, weights, opts)
+    tr = _Track(model, targets, weights, opts, held)
     f = tr.frames
     if f == 0:
         m = len(model.effectors)
@@ -706,6 +716,10 @@ def _solve_track(model: BatchedKinematics, targets: ArrayLike,
         tpose = t_pose(model)
         if on_target(model, tr.problem, tpose[None], np.zeros(1, dtype=np.intp))[0]:
             start = tpose
+    if start is not None:  # the ends given carry their frames' held values
+        start = tr.problem.hold(start[None], np.zeros(1, dtype=np.intp))[0]
+    if end is not None:
+        end = tr.problem.hold(end[None], np.array([f - 1]))[0]
     idx, qs, oks = tr.grid_tracks(max(opts.stride, 1), start, end)
     # lazy least-motion path: choose the path on the costs known, take every edge of it
     # one bisection level further (one batched call), put the costs they now show (lower
@@ -762,7 +776,7 @@ def _solve_track(model: BatchedKinematics, targets: ArrayLike,
     re[cidx] = final.orientation_error
     if not conv.all():
         tr.closest(q, conv, pe, re, start is not None)
-    jumps = [int(j) for j in _jump_frames(q, opts.flip_factor)]
+    jumps = [int(j) for j in _jump_frames(q[:, tr.solved], opts.flip_factor)]
     return TrackResult(q, conv, pe, re, jumps, tr.work)
 
 
@@ -773,7 +787,7 @@ def _jump_frames(q: Array, factor: float, window: int = 10) -> Index:
     f = len(q)
     if f < 2:
         return np.zeros(0, dtype=np.intp)
-    steps = np.max(np.abs(np.diff(q, axis=0)), axis=1)  # step into frame i + 1
+    steps = np.max(np.abs(np.diff(q, axis=0)), axis=1, initial=0.0)  # into frame i + 1
     padded = np.pad(steps, window, mode="edge")
     near = np.lib.stride_tricks.sliding_window_view(padded, 2 * window + 1)
     others = np.delete(near, window, axis=1)  # each step's neighbours, itself left out

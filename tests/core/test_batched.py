@@ -14,7 +14,7 @@ import math
 import fixtures
 import numpy as np
 import pytest
-from dhik.app.formats import load_skeleton
+from dhik.app.formats import load_skeleton, parse_skeleton
 from dhik.model.batched import BatchedModel
 from dhik.model.definition import JointDef, SkeletonDef
 from dhik.model.skeleton import Skeleton
@@ -534,3 +534,45 @@ def test_value_columns_are_joint_values_row_by_row(seed: int) -> None:
                 np.testing.assert_allclose(got, want, atol=1e-12)
             else:
                 assert values[k] == entry["angle" if kind == "revolute" else "displacement"]
+
+
+@pytest.mark.parametrize("length", [1, 2, 3, 4, 0])
+def test_chain_lengths_hold_the_joints_the_compiled_model_drives(length: int) -> None:
+    """``BatchedModel(..., chain_lengths)`` holds the columns of the joints that
+    ``CompiledKinematics`` drives for the same chain length (Blender's count), with
+    limits +-inf, and its FK does not change."""
+    from dhik.model.compiled import CompiledKinematics
+
+    defn = parse_skeleton(fixtures.SPINE_ARM)
+    model = BatchedModel(defn, ["Hand"], [length])
+    whole = BatchedModel(defn, ["Hand"])
+    driven = set(CompiledKinematics(Skeleton(defn), ["Hand"], [length]).driven_names)
+    held = {name.split(".")[0] for name, h in zip(model.names, model.held, strict=True) if h}
+    assert held == driven
+    assert np.all(np.isinf(model.lo[model.held])) and np.all(np.isinf(model.hi[model.held]))
+    q = sample(whole, np.random.default_rng(length), 5)
+    np.testing.assert_array_equal(model.transforms(q), whole.transforms(q))
+
+
+def test_held_columns_keep_the_values_given_per_frame() -> None:
+    """``solve_track`` and ``solve_many`` with ``held``: every frame's held column has
+    exactly its value, and the solved columns reach targets made with those values."""
+    defn = parse_skeleton(fixtures.SPINE_ARM)
+    model = BatchedModel(defn, ["Hand"], [3])  # the spine is held
+    whole = BatchedModel(defn, ["Hand"])
+    frames = 60
+    truth = fixtures.smooth_path(np.array([-1.0, -0.5, -0.5, -0.5, 0.3]),
+                                 np.array([1.0, 0.5, 0.5, 0.5, 2.0]), frames, 4)
+    targets = whole.transforms(truth)
+    held = np.zeros_like(truth)
+    held[:, 0] = truth[:, 0]
+    track = solve_track(model, targets, weights=[(1.0, 0.0)], held=held)
+    many = solve_many(model, targets, weights=[(1.0, 0.0)], held=held)
+    for q, conv in ((track.q, track.converged), (many.q, many.converged)):
+        assert conv.all()
+        np.testing.assert_array_equal(q[:, 0], truth[:, 0])
+        pos = whole.transforms(q)[:, 0, :3, 3]
+        assert np.abs(pos - targets[:, 0, :3, 3]).max() < 1e-5
+    # without the values the spine stays at the T-pose, and the targets are missed
+    alone = solve_many(model, targets, weights=[(1.0, 0.0)])
+    assert np.all(alone.q[:, 0] == 0.0) and not alone.converged.all()
