@@ -53,6 +53,21 @@ SCARA: dict[str, Any] = {"root_name": "Shoulder", "joints": [
     {"name": "Tool", "type": "fixed", "parent": "Wrist", "offset": [0, 0, -0.1]}]}
 
 
+def arm7_on_a_turntable() -> dict[str, Any]:
+    """arm7 (:data:`ARM7`) on a turntable: a hinge about world Z, 0.1 m up, without
+    limits, under the arm's base ("Turntable", below a fixed root "World")."""
+    import json
+
+    defn = json.loads(Path(ARM7).read_text())
+    base = defn["root_name"]
+    joints = [{"name": "World", "type": "fixed", "offset": [0, 0, 0], "parent": None},
+              {"name": "Turntable", "type": "revolute", "offset": [0, 0, 0.1],
+               "parent": "World", "axis": [0, 0, 1]}]
+    joints += [{**j, "parent": "Turntable"} if j["name"] == base else j
+               for j in defn["joints"]]
+    return {"root_name": "World", "joints": joints}
+
+
 def run_on_terminal(args: list[str], stream: str) -> tuple[subprocess.CompletedProcess, str]:
     """Run ``args`` with ``stream`` ("stdout" or "stderr") on a pseudo-terminal and the
     other one piped (text); the finished process and what the terminal showed."""

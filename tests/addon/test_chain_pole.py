@@ -178,3 +178,63 @@ def test_pole_with_the_spec_method_is_refused(tmp_path, core) -> None:
     else:
         raise AssertionError("the bake should have been refused")
     assert _fcurves(ob) == before
+
+
+def test_a_chain_on_an_animated_bone_bakes_without_flips(tmp_path, core) -> None:
+    """arm7 on a keyed turntable bone, Chain Length up to the arm's base: the bake keeps
+    the turntable's F-curves, puts the tool on its target on every frame, and no arm
+    joint turns more between two frames than twice the largest per-frame turn of the
+    joint path that made the targets (the frame-by-frame tracker flipped on such paths:
+    up to 28x)."""
+    from fixtures import arm7_on_a_turntable, smooth_path
+
+    skeleton = arm7_on_a_turntable()
+    assert bpy.ops.dhik.import_skeleton(
+        filepath=str(write_json(tmp_path / "skeleton.json", skeleton))) == {"FINISHED"}
+    ob = bpy.context.scene.dhik.armature
+    table = ob.pose.bones["Turntable"]
+    table.rotation_mode = "QUATERNION"
+    frames = list(range(120))
+    z = np.array(table.bone.matrix_local.to_3x3(), dtype=float).T @ [0.0, 0.0, 1.0]
+    for f, angle in ((frames[0], -0.4), (frames[-1], 0.5)):
+        table.rotation_quaternion = [math.cos(angle / 2), *(math.sin(angle / 2) * z)]
+        table.keyframe_insert("rotation_quaternion", frame=f)
+    s = bpy.context.scene.dhik
+    s.use_scene_range = False
+    s.frame_start, s.frame_end = frames[0], frames[-1]
+    out = tmp_path / "table.json"
+    assert bpy.ops.dhik.export_animation(filepath=str(out)) == {"FINISHED"}
+    turn = {fr["frame"]: fr["joints"]["Turntable"] for fr in core.formats.load_animation(out)}
+    arm = [j["name"] for j in skeleton["joints"]
+           if j["type"] == "revolute" and j["name"] != "Turntable"]
+    limits = np.array([j["limits"] for j in skeleton["joints"] if j["name"] in arm])
+    truth = smooth_path(limits[:, 0], limits[:, 1], len(frames), 5)
+    ref = core.Skeleton(core.formats.parse_skeleton(skeleton))
+    keys = []
+    for f in frames:
+        ref.set_joint_values({"Turntable": turn[f], **{
+            name: {"type": "revolute", "angle": float(v)}
+            for name, v in zip(arm, truth[f], strict=True)}})
+        m = ref.world_transforms()["Tool"]
+        keys.append({"frame": f, "pos": [float(v) for v in m[:3, 3]], "euler": [
+            math.degrees(float(a)) for a in core.rotations.matrix_to_euler_xyz(m[:3, :3])]})
+    assert bpy.ops.dhik.import_targets(filepath=str(write_json(tmp_path / "targets.json",
+                                                               keys))) == {"FINISHED"}
+    s.effector = "Tool"
+    s.chain_length = len(skeleton["joints"]) - 2  # every bone below the turntable
+    s.position_tolerance, s.orientation_tolerance = 1e-5, 1e-4
+    table_before = {k: v for k, v in _fcurves(ob).items() if "Turntable" in k[0]}
+    assert bpy.ops.dhik.bake() == {"FINISHED"}
+    assert s.result_converged == len(frames)
+    assert {k: v for k, v in _fcurves(ob).items() if "Turntable" in k[0]} == table_before
+    baked = tmp_path / "baked.json"
+    assert bpy.ops.dhik.export_animation(filepath=str(baked)) == {"FINISHED"}
+    got = np.array([[fr["joints"][n]["angle"] for n in arm]
+                    for fr in core.formats.load_animation(baked)])
+    true_step = np.abs(np.diff(truth, axis=0)).max()
+    steps = np.abs(np.diff(got, axis=0)).max(axis=1)
+    assert steps.max() < 2.0 * true_step, (steps.max(), true_step)
+    for f in (frames[0], 61, frames[-1]):
+        bpy.context.scene.frame_set(f)
+        tool = np.array(ob.matrix_world @ ob.pose.bones["Tool"].head, dtype=float)
+        assert np.linalg.norm(tool - keys[f]["pos"]) < 2e-5, f

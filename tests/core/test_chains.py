@@ -274,22 +274,6 @@ def test_bad_driven_values_are_one_clear_error(entry: dict, message: str) -> Non
                  method="robust", driven=[(0, {"Shoulder": entry})])
 
 
-def arm7_on_a_turntable() -> dict:
-    """arm7 (sample_scenes) on a driven turntable: a hinge about world Z under its base."""
-    import json
-
-    from fixtures import ARM7
-
-    defn = json.loads(open(ARM7).read())
-    base = defn["root_name"]
-    joints = [{"name": "World", "type": "fixed", "offset": [0, 0, 0], "parent": None},
-              {"name": "Turntable", "type": "revolute", "offset": [0, 0, 0.1],
-               "parent": "World", "axis": [0, 0, 1]}]
-    for j in defn["joints"]:
-        joints.append({**j, "parent": "Turntable"} if j["name"] == base else j)
-    return {"root_name": "World", "joints": joints}
-
-
 def test_chain_length_and_driven_joints_bake_flip_free() -> None:
     """A chain length with driven joints above it runs the flip-free engine: an arm7 path
     on a turning turntable (driven) bakes with the turntable's values as given, every
@@ -297,7 +281,7 @@ def test_chain_length_and_driven_joints_bake_flip_free() -> None:
     per-frame step of the path that made the targets (the frame-by-frame tracker flips
     on this path)."""
     from dhik.model.batched import BatchedModel
-    from fixtures import smooth_path
+    from fixtures import arm7_on_a_turntable, smooth_path
 
     defn = parse_skeleton(arm7_on_a_turntable())
     sk = Skeleton(defn)
