@@ -263,14 +263,16 @@ class _Track:
         samples). Empty for a chain without redundancy. Sliders without limits are
         never locked."""
         rows = int(3 * self.problem.count_p.sum() + 3 * self.problem.count_r.sum())
-        if self.model.n <= rows or len(sols) == 0:
+        solved = np.flatnonzero(self.solved)  # held columns never move
+        if solved.size <= rows or len(sols) == 0:
             return []
         _, _, jac = self.model.pose_jacobian_t(np.ascontiguousarray(sols.T))
-        jw = jac.reshape(len(self.problem.row_w), self.model.n, -1) \
-            * self.problem.row_w[:, None, None] * self.problem.col_scale[None, :, None]
-        score = np.zeros(self.model.n)
-        for c in range(self.model.n):
-            rest = np.delete(jw, c, axis=1)
+        jw = (jac.reshape(len(self.problem.row_w), self.model.n, -1)
+              * self.problem.row_w[:, None, None]
+              * self.problem.col_scale[None, :, None])[:, solved]
+        score = np.full(self.model.n, -1.0)
+        for k, c in enumerate(solved):
+            rest = np.delete(jw, k, axis=1)
             score[c] = float(np.median([np.linalg.svd(rest[:, :, j], compute_uv=False)[-1]
                                         for j in range(jw.shape[-1])]))
         score[~self.grid_ok] = -1.0
