@@ -97,15 +97,19 @@ class BatchResult:
 
 def rotvec(e: Array) -> Array:
     """Rotation vectors (3, ...) (rad) of rotation matrices ``e`` (3, 3, ...), batch last."""
-    s = 0.5 * np.stack((e[2, 1] - e[1, 2], e[0, 2] - e[2, 0], e[1, 0] - e[0, 1]))
+    s = np.empty((3, *e.shape[2:]))
+    np.subtract(e[2, 1], e[1, 2], out=s[0])
+    np.subtract(e[0, 2], e[2, 0], out=s[1])
+    np.subtract(e[1, 0], e[0, 1], out=s[2])
+    s *= 0.5
     c = np.clip(0.5 * (e[0, 0] + e[1, 1] + e[2, 2] - 1.0), -1.0, 1.0)
     sn = np.sqrt(s[0] * s[0] + s[1] * s[1] + s[2] * s[2])
     theta = np.arctan2(sn, c)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        f = np.where(sn > 1e-12, theta / sn, 1.0 + theta * theta / 6.0)
+    f = 1.0 + theta * theta / 6.0  # theta / sin(theta) near zero
+    np.divide(theta, sn, out=f, where=sn > 1e-12)
     out = s * f
     far = c < -0.9  # near a half turn: the axis from the symmetric part
-    if np.any(far):
+    if far.any():
         ef = np.moveaxis(e[:, :, far], -1, 0)  # (j, 3, 3)
         cf = c[far]
         sym = 0.5 * (ef + np.swapaxes(ef, -1, -2)) - cf[:, None, None] * np.eye(3)
