@@ -68,6 +68,25 @@ def arm7_on_a_turntable() -> dict[str, Any]:
     return {"root_name": "World", "joints": joints}
 
 
+def two_arm7s_on_a_turntable() -> dict[str, Any]:
+    """Two arm7s (:data:`ARM7`, joints prefixed "L" and "R", bases 0.4 m left and right)
+    on one turntable (as in :func:`arm7_on_a_turntable`); effectors "LTool", "RTool"."""
+    import json
+
+    defn = json.loads(Path(ARM7).read_text())
+    joints = [{"name": "World", "type": "fixed", "offset": [0, 0, 0], "parent": None},
+              {"name": "Turntable", "type": "revolute", "offset": [0, 0, 0.1],
+               "parent": "World", "axis": [0, 0, 1]}]
+    for side, y in (("L", 0.4), ("R", -0.4)):
+        for j in defn["joints"]:
+            if j["parent"] is None:
+                joints.append({**j, "name": side + j["name"], "parent": "Turntable",
+                               "offset": [0, y, 0]})
+            else:
+                joints.append({**j, "name": side + j["name"], "parent": side + j["parent"]})
+    return {"root_name": "World", "joints": joints}
+
+
 def run_on_terminal(args: list[str], stream: str) -> tuple[subprocess.CompletedProcess, str]:
     """Run ``args`` with ``stream`` ("stdout" or "stderr") on a pseudo-terminal and the
     other one piped (text); the finished process and what the terminal showed."""

@@ -459,8 +459,14 @@ def _batched_frames(
     frame's driven values (``FrameTargets.driven``), else at the T-pose.
     """
     model = BatchedModel(skeleton.defn, names, chain_lengths)
-    before = model.coordinates(previous) if previous else None
-    after = model.coordinates(following) if following else None
+    lengths = chain_lengths or [0] * len(names)
+    # effectors whose solved joints do not touch are solved apart (two arms under a
+    # driven spine): each part's path finds its own branch
+    groups = _coupled(model)
+    parts = [_Part(model, list(range(len(names))), previous, following)] \
+        if len(groups) == 1 else [
+        _Part(BatchedModel(skeleton.defn, [names[e] for e in g], [lengths[e] for e in g]), g,
+              previous, following, model) for g in groups]
     total = len(per_frame)
     count_p = np.array([w[0] > 0 for w in weights])[None]
     count_r = np.array([w[1] > 0 for w in weights])[None]
@@ -470,26 +476,39 @@ def _batched_frames(
     bopts = BatchOptions(position_tolerance=settings.position_tolerance,
                          orientation_tolerance=settings.orientation_tolerance,
                          max_iterations=settings.max_iterations, seed=options.seed)
-    a, last = 0, None
+    a, first = 0, True
     while a < total:
         # a trajectory window overlaps the one before by its first frame (``last``)
-        lo = a - 1 if last is not None else a
+        lo = a if first or not warm_start else a - 1
         b = min(total, lo + BATCH_WINDOW)
         targets = np.array([list(per_frame[i]) for i in range(lo, b)], dtype=float)
-        held = _held_rows(model, per_frame[lo:b]) if model.held.any() else None
-        if warm_start:
-            res = solve_track(model, targets, weights, topts, start=last,
-                              before=before if last is None else None,
-                              after=after if b == total else None, held=held)
-            q, conv = res.q, res.converged
-            pe, re = res.position_error, res.orientation_error
-            iters = res.iterations
-            jumps.extend(lo + j for j in res.jumps if lo + j >= a)
-            last = q[-1]
-        else:
-            many = solve_many(model, targets, weights, bopts, held=held)
-            q, conv, iters = many.q, many.converged, many.iterations
-            pe, re = many.position_error, many.orientation_error
+        k, m = b - lo, len(names)
+        q, conv = np.zeros((k, model.n)), np.ones(k, dtype=bool)
+        pe, re = np.zeros((k, m)), np.zeros((k, m))
+        iters = np.zeros(k, dtype=np.int64)
+        found: set[int] = set()
+        for part in parts:
+            pm, eff = part.model, part.effectors
+            held = _held_rows(pm, per_frame[lo:b]) if pm.held.any() else None
+            w = [weights[e] for e in eff]
+            if warm_start:
+                res = solve_track(pm, targets[:, eff], w, topts, start=part.last,
+                                  before=part.before if first else None,
+                                  after=part.after if b == total else None, held=held)
+                pq, pc, pp, pr, pi = res.q, res.converged, res.position_error, \
+                    res.orientation_error, res.iterations
+                found.update(lo + j for j in res.jumps if lo + j >= a)
+                part.last = pq[-1]
+            else:
+                many = solve_many(pm, targets[:, eff], w, bopts, held=held)
+                pq, pc, pp, pr, pi = many.q, many.converged, many.position_error, \
+                    many.orientation_error, many.iterations
+            q[:, part.columns] = pq
+            conv &= pc
+            pe[:, eff], re[:, eff] = pp, pr
+            iters += pi
+        jumps.extend(sorted(found))
+        first = False
         # the frame's errors: the largest over the effectors whose part counts
         worst_p = np.where(count_p, pe, 0.0).max(axis=1, initial=0.0)
         worst_r = np.where(count_r, re, 0.0).max(axis=1, initial=0.0)
@@ -499,6 +518,45 @@ def _batched_frames(
         a = b
         if progress is not None:
             progress(a, total)
+
+
+class _Part:
+    """Effectors solved together on the batched engine: their ``model``, their indices
+    among all effectors, the model's columns in the ``whole`` model's, the poses around
+    the range as its coordinates, and the last frame solved (where the next window
+    starts)."""
+
+    def __init__(self, model: BatchedModel, effectors: list[int],
+                 previous: Mapping[str, Mapping[str, Any]] | None,
+                 following: Mapping[str, Mapping[str, Any]] | None,
+                 whole: BatchedModel | None = None) -> None:  # fmt: skip
+        self.model, self.effectors = model, effectors
+        index = {name: i for i, name in enumerate((whole or model).names)}
+        self.columns = [index[name] for name in model.names]
+        self.before = model.coordinates(previous) if previous else None
+        self.after = model.coordinates(following) if following else None
+        self.last: NDArray[np.float64] | None = None
+
+
+def _coupled(model: BatchedModel) -> list[list[int]]:
+    """Groups of effectors (indices) whose paths share a solved (not held) column,
+    directly or through others; each group in effector order, groups by first effector."""
+    moving = model.paths & ~model.held[None, :]  # (m, n)
+    group = list(range(len(model.effectors)))
+
+    def top(e: int) -> int:
+        while group[e] != e:
+            e = group[e]
+        return e
+
+    for c in range(model.n):
+        on = np.flatnonzero(moving[:, c])
+        for e in on[1:]:
+            group[top(int(e))] = top(int(on[0]))
+    out: dict[int, list[int]] = {}
+    for e in range(len(group)):
+        out.setdefault(top(e), []).append(e)
+    return list(out.values())
 
 
 def _solve_spec_frames(
