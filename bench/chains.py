@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import math
-import statistics
 import sys
 import time
 from pathlib import Path
@@ -40,6 +39,8 @@ from dhik.solver.kinematics import FrameTargets
 from dhik.solver.robust import trajectory_frames
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from clips import print_table  # noqa: E402
 from fixtures import arm7_on_a_turntable, smooth_path  # noqa: E402
 
 
@@ -83,18 +84,9 @@ def main() -> None:
             steps = np.abs(np.diff(got, axis=0)).max(axis=1)
             row["flips"].append(int((steps > 2.0 * true_step).sum()))
             row["ratio"].append(float(steps.max() / true_step))
-    total = args.clips * frames
     print(f"{args.clips} clips of {frames} frames: arm7 on a driven turntable, chain length "
           f"{chain}, robust bake defaults\n")
-    print("| engine | converged | flip frames (clips with any) | largest ratio | "
-          "s per clip: mean | median | p99 |")
-    print("|---|---|---|---|---|---|---|")
-    for engine, row in rows.items():
-        t = np.array(row["time"])
-        clips_with = sum(1 for f in row["flips"] if f)
-        print(f"| {engine} | {int(sum(row['converged']))}/{total} | "
-              f"{int(sum(row['flips']))} ({clips_with}) | {max(row['ratio']):.1f} | "
-              f"{t.mean():.3f} | {statistics.median(t):.3f} | {np.percentile(t, 99):.3f} |")
+    print_table(rows, args.clips * frames)
 
 
 if __name__ == "__main__":

@@ -67,8 +67,13 @@ def main() -> None:
             steps = np.abs(np.diff(got[1:], axis=0)).max(axis=1)
             row["flips"].append(int((steps > 2.0 * true_step).sum()))
             row["ratio"].append(float(steps.max() / true_step))
-    total = args.clips * args.frames
     print(f"{args.clips} arm7 clips of {args.frames} frames, robust bake defaults\n")
+    print_table(rows, args.clips * args.frames)
+
+
+def print_table(rows: dict[str, dict[str, list[float]]], total: int) -> None:
+    """One row per engine: frames converged of ``total``, flip frames (clips with any),
+    the largest ratio, and the seconds per clip (mean / median / p99)."""
     print("| engine | converged | flip frames (clips with any) | largest ratio | "
           "s per clip: mean | median | p99 |")
     print("|---|---|---|---|---|---|---|")
