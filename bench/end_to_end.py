@@ -7,7 +7,10 @@ times include interpreter start-up, imports, reading the files, interpolating th
 keyframes, solving (robust method, warm-started) and writing animation.json. The
 interpreter's own start-up (``python -c pass``) and the imports (``python -c "import
 dhik.app.cli"``) are measured the same way, and "beyond start-up" is the bake's time minus
-the interpreter's. A last in-process run splits one bake into its phases. With the bpy
+the interpreter's. Each command runs once untimed first, with bytecode written to a
+temporary cache (``PYTHONPYCACHEPREFIX``, PYTHONDONTWRITEBYTECODE dropped), so the times
+are an installed package's, not the compiling of every module on every run (0.05 s on
+the 2-core VM). A last in-process run splits one bake into its phases. With the bpy
 venv (``--bpy-python``), the same bake inside Blender through the add-on's operators
 (bench/blender_bake.py) adds three rows. The trajectory is
 workload B of bench/run.py (bench/scenes.py, seed 2): one keyframe per frame. Times in
@@ -19,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import statistics
 import subprocess
 import sys
@@ -52,12 +56,23 @@ def write_inputs(frames: int, folder: Path) -> tuple[Path, Path]:
     return skel, tpath
 
 
-def timed(argv: list[str], repeats: int) -> list[float]:
-    """Wall times (s) of ``repeats`` fresh processes running ``argv`` (exit 0 required)."""
+def bytecode_env(cache: Path) -> dict[str, str]:
+    """The environment for the timed processes: bytecode written to and read from
+    ``cache``, as an installed package has it (pip compiles it at install); a shell with
+    PYTHONDONTWRITEBYTECODE set would otherwise compile every module on every run."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    env["PYTHONPYCACHEPREFIX"] = str(cache)
+    return env
+
+
+def timed(argv: list[str], repeats: int, env: dict[str, str] | None = None) -> list[float]:
+    """Wall times (s) of ``repeats`` fresh processes running ``argv`` (exit 0 required),
+    after one untimed run (which writes the bytecode)."""
     out = []
+    subprocess.run(argv, capture_output=True, text=True, env=env)
     for _ in range(repeats):
         t0 = time.perf_counter()
-        proc = subprocess.run(argv, capture_output=True, text=True)
+        proc = subprocess.run(argv, capture_output=True, text=True, env=env)
         out.append(time.perf_counter() - t0)
         if proc.returncode != 0:
             raise SystemExit(f"{' '.join(argv)}: exit {proc.returncode}: {proc.stderr.strip()}")
@@ -92,20 +107,23 @@ def phases(skel: Path, tpath: Path, out: Path) -> dict[str, float]:
     return {name: b - a for name, a, b in zip(names, t, t[1:], strict=False)}
 
 
-def blender(python: str, skel: Path, tpath: Path, repeats: int) -> list[tuple[str, list[float]]]:
+def blender(python: str, skel: Path, tpath: Path, repeats: int,
+            env: dict[str, str] | None = None) -> list[tuple[str, list[float]]]:
     """Rows of the same bake inside Blender (bench/blender_bake.py in the bpy venv: the
     add-on's import_skeleton + import_targets, then bake with keys and animation.json),
-    timed inside the process (bpy's own start-up not counted)."""
+    timed inside the process (bpy's own start-up not counted), after one untimed run."""
     runs = []
     with tempfile.TemporaryDirectory() as tmp:
-        for _ in range(repeats):
+        for _ in range(repeats + 1):
             out = Path(tmp) / "out.json"
             proc = subprocess.run([python, str(HERE / "blender_bake.py"), str(skel), str(tpath),
-                                   str(out)], capture_output=True, text=True, timeout=900)
+                                   str(out)], capture_output=True, text=True, timeout=900,
+                                  env=env)
             if proc.returncode != 0 or not out.exists():
                 raise SystemExit(f"blender_bake.py: exit {proc.returncode}: "
                                  f"{proc.stderr.strip()[-500:]}")
             runs.append(json.loads(out.read_text()))
+    runs = runs[1:]
     return [("Blender: import skeleton + targets", [r["import_s"] for r in runs]),
             ("Blender: bake (solve, keys, animation.json)", [r["bake_s"] for r in runs]),
             ("Blender: import + bake", [r["wall_s"] for r in runs])]
@@ -123,13 +141,15 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         skel, tpath = write_inputs(args.frames, Path(tmp))
         out = Path(tmp) / "animation.json"
+        env = bytecode_env(Path(tmp) / "pycache")
         rows = [
-            ("interpreter start-up (python -c pass)", timed([py, "-c", "pass"], args.repeats)),
+            ("interpreter start-up (python -c pass)",
+             timed([py, "-c", "pass"], args.repeats, env)),
             ("imports (python -c 'import dhik.app.cli')",
-             timed([py, "-c", "import dhik.app.cli"], args.repeats)),
+             timed([py, "-c", "import dhik.app.cli"], args.repeats, env)),
             (f"dhik bake, arm7, {args.frames} frames (robust)",
              timed([py, "-m", "dhik", "bake", str(skel), str(tpath), "-o", str(out)],
-                   args.repeats)),
+                   args.repeats, env)),
         ]
         size = out.stat().st_size
         split = phases(skel, tpath, Path(tmp) / "again.json")
@@ -138,7 +158,7 @@ def main(argv: list[str] | None = None) -> int:
         bake = rows[2][1]
         rows.append(("dhik bake beyond interpreter start-up", [b - start_up for b in bake]))
         if args.bpy_python and Path(args.bpy_python).exists():
-            rows.extend(blender(args.bpy_python, skel, tpath, args.bpy_repeats))
+            rows.extend(blender(args.bpy_python, skel, tpath, args.bpy_repeats, env))
     width = max(len(r[0]) for r in rows)
     print(f"{args.repeats} repeats ({args.bpy_repeats} in Blender), fresh process each; "
           "seconds")
