@@ -771,8 +771,10 @@ def _solve_track(model: BatchedKinematics, targets: ArrayLike,
         q[0] = qs[0, int(np.argmax(oks[0]))]
     if tr.wrap.any():  # segments may end a whole turn apart: join them
         q[:, tr.wrap] = np.unwrap(q[:, tr.wrap], axis=0)
-    # the coarse frames' own errors and convergence
+    # the coarse frames' own errors and convergence; a coarse frame no candidate reached
+    # may hold a slot that never lived: every frame within the limits, its held values in
     cidx = idx
+    q[cidx] = tr.problem.hold(np.clip(q[cidx], model.lo, model.hi), cidx)
     final = levenberg_marquardt(model, tr.problem, q[cidx], 0, rows=cidx)
     conv[cidx], pe[cidx] = final.converged, final.position_error
     re[cidx] = final.orientation_error

@@ -596,3 +596,19 @@ def test_held_columns_do_not_count_as_redundancy() -> None:
     np.testing.assert_array_equal(res.q[:, :2], q[:, :2])
     true_step = np.abs(np.diff(q[:, 2:], axis=0)).max()
     assert np.abs(np.diff(res.q[:, 2:], axis=0)).max() < 2.0 * true_step
+
+
+def test_frames_out_of_reach_stay_within_the_limits() -> None:
+    """A target reached only outside a limit (the T-pose hand of the spine arm, whose
+    elbow is limited to >= 0.05 rad, the elbow alone solving): no frame converges, and
+    every frame of ``solve_track`` and ``solve_many`` keeps the elbow at its limit, the
+    closest approach within it. A coarse frame used to keep a candidate slot that never
+    lived (all zeros, below the limit): its error was smaller, so the closest-approach
+    pass kept it."""
+    defn = parse_skeleton(fixtures.SPINE_ARM)
+    model = BatchedModel(defn, ["Hand"], [2])  # the elbow alone
+    hand = Skeleton(defn).world_transforms()["Hand"]
+    targets = np.array([hand] * 40)[:, None]
+    for q in (solve_track(model, targets).q, solve_many(model, targets).q):
+        assert np.all(q >= model.lo) and np.all(q <= model.hi)
+        np.testing.assert_array_equal(q[:, -1], 0.05)
