@@ -278,7 +278,7 @@ def simulate(
         per_effector[part, :, 0] = block.position_error
         per_effector[part, :, 1] = block.orientation_error
         values_out[part] = _value_rows(block.model.value_columns(block.q), fixed, kinds,
-                                       width)
+                                       width, len(block.q))
         if extras is not None:  # driven joints keep the values given, as they are
             _put_driven(values_out[part], per_frame[part], block.model.solved, fixed, kinds)
         done = part.stop
@@ -358,12 +358,11 @@ class _Block(NamedTuple):
 
 
 def _value_rows(columns: Mapping[str, tuple[str, NDArray[np.float64]]],
-                fixed: Mapping[str, Mapping[str, Any]], kinds: Sequence[str], width: int
-                ) -> NDArray[np.float64]:  # fmt: skip
+                fixed: Mapping[str, Mapping[str, Any]], kinds: Sequence[str], width: int,
+                k: int) -> NDArray[np.float64]:  # fmt: skip
     """Rows (k, width) of animation columns (file order: ``fixed``'s joints) from the
-    solved joints' value ``columns`` (:meth:`BatchedModel.value_columns`); the other
-    joints keep their ``fixed`` (T-pose) entry."""
-    k = len(next(iter(columns.values()))[1]) if columns else 0
+    solved joints' value ``columns`` (:meth:`BatchedModel.value_columns`) of k frames;
+    the other joints keep their ``fixed`` (T-pose) entry."""
     out = np.empty((k, width))
     col = 0
     for (name, entry), kind in zip(fixed.items(), kinds, strict=True):

@@ -315,7 +315,7 @@ class BatchedModel:
         ``(type, values)``, values (k,) (rad or m) for a revolute or prismatic joint and
         (k, 7) for a spherical one (its file ``euler`` XYZ, rad, then ``quaternion``
         ``[w, x, y, z]``)."""
-        q = np.asarray(q, dtype=float).reshape(-1, self.n)
+        q = np.atleast_2d(np.asarray(q, dtype=float))
         out: dict[str, tuple[str, Array]] = {}
         for name, c, kind in self._one_dof:
             out[name] = ("prismatic" if kind == PRISMATIC else "revolute", q[:, c])

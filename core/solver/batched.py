@@ -412,7 +412,7 @@ def levenberg_marquardt(model: BatchedKinematics, problem: Problem, q0: Array,
             e[:, acc] = et[:, ok]
             energy[acc] = en[ok]
             pe[:, acc], re[:, acc] = pet[:, ok], ret[:, ok]
-            weighted[..., acc] = jt.reshape(nr, model.n, -1)[..., ok] * roww
+            weighted[..., acc] = jt.reshape(nr, model.n, jt.shape[-1])[..., ok] * roww
             conv[acc] = ct[ok]
             iters[act] += 1
             mult[act] = np.where(ok, np.maximum(ma * 0.5, 1e-6), ma * 10.0)

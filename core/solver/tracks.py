@@ -714,6 +714,12 @@ def _solve_track(model: BatchedKinematics, targets: ArrayLike,
         return TrackResult(np.zeros((0, model.n)), np.zeros(0, dtype=bool),
                            np.zeros((0, m)), np.zeros((0, m)), [],
                            np.zeros(0, dtype=np.int64))
+    if not tr.solved.any():  # every column held: nothing to search, only errors to take
+        every = np.arange(f)
+        q = tr.problem.hold(np.zeros((f, model.n)), every)
+        res = levenberg_marquardt(model, tr.problem, q, 0, rows=every)
+        return TrackResult(q, res.converged, res.position_error, res.orientation_error, [],
+                           tr.work)
     if start is None:  # a T-pose already on the first target is where the path starts
         tpose = t_pose(model)
         if on_target(model, tr.problem, tpose[None], np.zeros(1, dtype=np.intp))[0]:

@@ -155,3 +155,23 @@ def test_a_warm_bake_joins_the_poses_around_it(chain_length: int) -> None:
         last = model.coordinates(res.frames[-1]["joints"])
         assert np.abs(last - truth[150]).max() <= true_step
     assert res.converged_count == 50
+
+
+@pytest.mark.parametrize("method, warm", [("robust", True), ("robust", False), ("spec", True)])
+def test_a_skeleton_without_moving_joints_bakes(method: str, warm: bool) -> None:
+    """Only fixed joints (or a chain length that leaves none to solve): every frame is
+    recorded with the effector where the skeleton puts it and its error to the target;
+    the robust engine used to crash on it (a reduction over no columns)."""
+    defn = parse_skeleton({"root_name": "A", "joints": [
+        {"name": "A", "type": "fixed", "offset": [0, 0, 0], "parent": None},
+        {"name": "B", "type": "fixed", "offset": [1, 0, 0], "parent": "A"}]})
+    at = Skeleton(defn).world_transforms()["B"]
+    targets = []
+    for f in range(5):
+        t = at.copy()
+        t[0, 3] += 0.05 * f
+        targets.append((f, t))
+    result = simulate(Skeleton(defn), targets, "B", method=method, warm_start=warm)
+    errors = [r.position_error for r in result.records]
+    assert len(result.frames) == 5 and result.converged_count == 1
+    np.testing.assert_allclose(errors, [0.0, 0.05, 0.1, 0.15, 0.2], atol=1e-12)
