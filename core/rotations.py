@@ -149,6 +149,8 @@ def euler_xyz_to_quat(euler: ArrayLike) -> Vec:
 def quat_to_euler_xyz(q: ArrayLike) -> Vec:
     """XYZ Euler angles (file convention ``Rz @ Ry @ Rx``, radians) of a quaternion."""
     return matrix_to_euler_xyz(quat_to_matrix(q))
+
+
 def quat_to_euler_xyz_rows(quat: Vec) -> Vec:
     """:func:`quat_to_euler_xyz` of quaternion rows (k, 4): the file's XYZ Euler
     angles (k, 3) (``Rz @ Ry @ Rx``, rad; at gimbal lock x = 0)."""
@@ -161,7 +163,6 @@ def quat_to_euler_xyz_rows(quat: Vec) -> Vec:
     ex = np.where(free, np.arctan2(m21, m22), 0.0)
     ez = np.where(free, np.arctan2(m10, m00), np.arctan2(-m01, m11))
     return np.column_stack([ex, np.arctan2(-m20, cy), ez])
-
 
 
 def intrinsic_xyz_to_quat(a: float, b: float, c: float) -> Vec:

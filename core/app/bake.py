@@ -368,16 +368,20 @@ def _value_rows(columns: Mapping[str, tuple[str, NDArray[np.float64]]],
     for (name, entry), kind in zip(fixed.items(), kinds, strict=True):
         w = AnimationColumns.WIDTH[kind]
         got = columns.get(name)
-        if got is not None:
-            out[:, col:col + w] = got[1].reshape(k, w)
-        elif kind == "revolute":
-            out[:, col] = entry["angle"]
-        elif kind == "prismatic":
-            out[:, col] = entry["displacement"]
-        else:
-            out[:, col:col + w] = [*entry["euler"], *entry["quaternion"]]
+        out[:, col:col + w] = got[1].reshape(k, w) if got is not None else \
+            _entry_values(kind, entry)
         col += w
     return out
+
+
+def _entry_values(kind: str, entry: Mapping[str, Any]) -> list[float]:
+    """A SPEC 3.3 entry's animation columns: the angle (rad), the displacement (m), or a
+    spherical joint's file ``euler`` XYZ (rad) then ``quaternion`` ``[w, x, y, z]``."""
+    if kind == "revolute":
+        return [float(entry["angle"])]
+    if kind == "prismatic":
+        return [float(entry["displacement"])]
+    return [*map(float, entry["euler"]), *map(float, entry["quaternion"])]
 
 
 def _put_driven(rows: NDArray[np.float64], frames: Sequence[Any], solved: frozenset[str],
@@ -402,24 +406,15 @@ def _put_driven(rows: NDArray[np.float64], frames: Sequence[Any], solved: frozen
                 if name in solved or name not in offset:
                     continue
                 kind, at = offset[name]
-                if kind == "revolute":
-                    put.append((at, [float(entry["angle"])]))
-                elif kind == "prismatic":
-                    put.append((at, [float(entry["displacement"])]))
-                else:
-                    put.append((at, [*map(float, entry["euler"]),
-                                     *map(float, entry["quaternion"])]))
+                put.append((at, _entry_values(kind, entry)))
             cache[id(given)] = put
         for at, vals in put:
             row[at:at + len(vals)] = vals
 
 
-def _held_rows(model: BatchedModel, frames: Sequence[Any]) -> NDArray[np.float64] | None:
+def _held_rows(model: BatchedModel, frames: Sequence[Any]) -> NDArray[np.float64]:
     """The held columns' values (k, n) of ``frames`` (rad, m): each frame's driven values
-    (``FrameTargets.driven``), the T-pose where none are given; None when the model holds
-    no column."""
-    if not model.held.any():
-        return None
+    (``FrameTargets.driven``), the T-pose where none are given."""
     out = np.zeros((len(frames), model.n))
     cache: dict[int, NDArray[np.float64]] = {}
     for i, frame in enumerate(frames):

@@ -34,6 +34,7 @@ from .skeleton import Skeleton
 Array = NDArray[np.float64]
 
 _AXES = np.eye(3)
+_WIDTH = {"revolute": 1, "prismatic": 1, "spherical": 3}  # columns per joint type
 
 
 def _skew(v: Array) -> Array:
@@ -107,8 +108,7 @@ class BatchedModel:
         self._one_dof: list[tuple[str, int, int]] = []  # (joint name, column, kind)
         held: list[bool] = []
         for i, d in enumerate(order):
-            width = {"revolute": 1, "prismatic": 1, "spherical": 3}.get(d.type, 0)
-            held.extend([d.name not in solved] * width)
+            held.extend([d.name not in solved] * _WIDTH.get(d.type, 0))
             parent = -1 if d.parent is None else index[d.parent]
             off = np.array(d.offset, dtype=float)
             col = -1
@@ -152,8 +152,7 @@ class BatchedModel:
             while name is not None:
                 st = self._steps[index[name]]
                 if st.col >= 0:
-                    width = 3 if st.kind == "spherical" else 1
-                    self.paths[k, st.col:st.col + width] = True
+                    self.paths[k, st.col:st.col + _WIDTH[st.kind]] = True
                 name = by_name[name].parent
         self._parts = {st.i: _rodrigues_parts(st.axis) for st in self._steps
                        if st.kind == "revolute" and st.axis is not None}

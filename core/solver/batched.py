@@ -164,21 +164,19 @@ class Problem:
         self.col_scale = np.clip(np.where(finite, half, 1.0), 1e-3, 1e3)  # (n,)
 
     def hold(self, q: Array, rows: Index) -> Array:
-        """``q`` (k, n) with the held columns set to problems ``rows``' values (a copy)."""
+        """``q`` (k, n) (rad, m) with the held columns set to problems ``rows``' values
+        (a copy)."""
         q = np.array(q, dtype=float)
         if self.held is not None:
             q[:, self.held_cols] = self.held[:, rows].T
         return q
 
-    def residual(self, idx: Index, rot: Array, pos: Array) -> tuple[Array, Array, Array]:
-        """Weighted residual (6m, k) and per-effector errors (m, k) (m), (m, k) (rad)
-        of problems ``idx`` at effector poses ``rot`` (m, 3, 3, k), ``pos`` (m, 3, k)."""
-        return self.residual_to(self.t_rot[..., idx], self.t_pos[..., idx], rot, pos)
-
-    def residual_to(self, tr: Array, tp: Array, rot: Array, pos: Array
-                    ) -> tuple[Array, Array, Array]:  # fmt: skip
-        """:meth:`residual` against targets given as rotations ``tr`` (m, 3, 3, k) and
-        positions ``tp`` (m, 3, k) (m), the problems' targets gathered once."""
+    def residual(self, tr: Array, tp: Array, rot: Array, pos: Array
+                 ) -> tuple[Array, Array, Array]:  # fmt: skip
+        """Weighted residual (6m, k) and per-effector errors (m, k) (m), (m, k) (rad) of
+        effector poses ``rot`` (m, 3, 3, k), ``pos`` (m, 3, k) (world, m) against target
+        rotations ``tr`` (m, 3, 3, k) and positions ``tp`` (m, 3, k) (world, m), the
+        problems' targets (``t_rot``, ``t_pos``) gathered by the caller."""
         dp = tp - pos  # (m, 3, k)
         err = np.einsum("milk,mjlk->ijmk", tr, rot)  # R_t R^T, (3, 3, m, k)
         dr = rotvec(err).transpose(1, 0, 2)  # (m, 3, k)
@@ -364,7 +362,7 @@ def levenberg_marquardt(model: BatchedKinematics, problem: Problem, q0: Array,
     lo_s, hi_s = lo / problem.col_scale, hi / problem.col_scale
     tr_all, tp_all = problem.t_rot[..., idx], problem.t_pos[..., idx]  # gathered once
     rot, pos, jac = model.pose_jacobian_t(q)
-    e, pe, re = problem.residual_to(tr_all, tp_all, rot, pos)
+    e, pe, re = problem.residual(tr_all, tp_all, rot, pos)
     weighted = jac.reshape(nr, model.n, k) * roww
     energy = 0.5 * np.einsum("rk,rk->k", e, e)
     conv = problem.converged(pe, re)
@@ -396,7 +394,7 @@ def levenberg_marquardt(model: BatchedKinematics, problem: Problem, q0: Array,
                             None if d is None else d / cs) * cs
         qt = np.clip(qa + step, lo[:, None], hi[:, None])
         rot, pos, jt = model.pose_jacobian_t(qt)
-        et, pet, ret = problem.residual_to(tra, tpa, rot, pos)
+        et, pet, ret = problem.residual(tra, tpa, rot, pos)
         en = 0.5 * np.einsum("rk,rk->k", et, et)
         ct = problem.converged(pet, ret)
         ok = (en < ena) | ct
