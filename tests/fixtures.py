@@ -87,6 +87,32 @@ def two_arm7s_on_a_turntable() -> dict[str, Any]:
     return {"root_name": "World", "joints": joints}
 
 
+def two_hands_on_a_spine() -> dict[str, Any]:
+    """A character's upper body: two spherical spine joints (Hips at 1 m, fixed root) and
+    two arms, each a clavicle (fixed), a ball shoulder, a hinged elbow and a ball wrist,
+    all limited; effectors "LHand" and "RHand". The arms share the spine: one problem
+    with a self-motion of eight dimensions (full pose) or fourteen (position only)."""
+    joints: list[dict[str, Any]] = [
+        {"name": "Hips", "type": "fixed", "offset": [0, 0, 1.0], "parent": None},
+        {"name": "Spine", "type": "spherical", "offset": [0, 0, 0.1], "parent": "Hips",
+         "limits": [[-0.4, 0.4], [-0.3, 0.3], [-0.4, 0.4]]},
+        {"name": "Chest", "type": "spherical", "offset": [0, 0, 0.3], "parent": "Spine",
+         "limits": [[-0.3, 0.3], [-0.2, 0.2], [-0.3, 0.3]]}]
+    for side, s in (("L", 1), ("R", -1)):
+        joints += [
+            {"name": side + "Clavicle", "type": "fixed", "offset": [0.0, s * 0.18, 0.2],
+             "parent": "Chest"},
+            {"name": side + "Shoulder", "type": "spherical", "offset": [0.0, s * 0.03, 0.0],
+             "parent": side + "Clavicle", "limits": [[-1.6, 1.6], [-1.3, 1.3], [-0.7, 1.6]]},
+            {"name": side + "Elbow", "type": "revolute", "offset": [0.0, s * 0.30, 0.0],
+             "parent": side + "Shoulder", "axis": [0, 0, s], "limits": [-0.05, 2.6]},
+            {"name": side + "Wrist", "type": "spherical", "offset": [0.0, s * 0.26, 0.0],
+             "parent": side + "Elbow", "limits": [[-1.2, 1.2], [-0.5, 0.5], [-1.0, 1.0]]},
+            {"name": side + "Hand", "type": "fixed", "offset": [0.0, s * 0.08, 0.01],
+             "parent": side + "Wrist"}]
+    return {"root_name": "Hips", "joints": joints}
+
+
 def run_on_terminal(args: list[str], stream: str) -> tuple[subprocess.CompletedProcess, str]:
     """Run ``args`` with ``stream`` ("stdout" or "stderr") on a pseudo-terminal and the
     other one piped (text); the finished process and what the terminal showed."""

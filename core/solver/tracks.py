@@ -14,7 +14,11 @@ trajectory is solved as one problem (``solve_track``):
    of the locked column is near (the self-motion manifold grown along itself, each grid
    filling in where another folds) and from random restarts now and then. The pass runs
    forward and backward, so parts of the self-motion that are reachable only later are
-   followed back. Without redundancy the cells are the branches found by restarts;
+   followed back. Segments of the coarse frames run side by side (lanes) where the
+   self-motion has one dimension; with more (a position-only target on a 7-DoF arm,
+   two arms on one solved joint) a grid cell is not a point, lanes would meet where
+   their tracks differ, and the whole clip is one lane. Without redundancy the cells
+   are the branches found by restarts;
 3. the path: dynamic programming over this ladder graph (as ROS-Industrial's Descartes
    planner does over IK solutions) for the least sum of the ``power``-th power of the
    largest column step per frame (nearly least-max). An edge's first cost is a lower
@@ -256,20 +260,26 @@ class _Track:
                 acc, last = 0.0, f
         return np.array(frames)
 
+    def redundancy(self) -> int:
+        """Solved columns beyond the counted error rows (3 per position, 3 per orientation
+        with a weight above 0): the dimension of the self-motion, where it is regular."""
+        rows = int(3 * self.problem.count_p.sum() + 3 * self.problem.count_r.sum())
+        return int(np.count_nonzero(self.solved)) - rows
+
     def free_columns(self, sols: Array, count: int) -> list[int]:
         """Up to ``count`` columns to lock on a redundant chain (more columns than counted
         error rows), judged at the solutions ``sols`` (k, n): those whose removal leaves
         the best conditioned rest (largest smallest singular value, median over the
         samples). Empty for a chain without redundancy. Sliders without limits are
         never locked."""
-        rows = int(3 * self.problem.count_p.sum() + 3 * self.problem.count_r.sum())
         solved = np.flatnonzero(self.solved)  # held columns never move
-        if solved.size <= rows or len(sols) == 0:
+        if self.redundancy() < 1 or len(sols) == 0:
             return []
         _, _, jac = self.model.pose_jacobian_t(np.ascontiguousarray(sols.T))
+        counted = self.problem.row_w > 0  # a weight of 0 leaves its rows out
         jw = (jac.reshape(len(self.problem.row_w), self.model.n, -1)
               * self.problem.row_w[:, None, None]
-              * self.problem.col_scale[None, :, None])[:, solved]
+              * self.problem.col_scale[None, :, None])[counted][:, solved]
         score = np.full(self.model.n, -1.0)
         for k, c in enumerate(solved):
             rest = np.delete(jw, k, axis=1)
@@ -282,7 +292,8 @@ class _Track:
     def grid_tracks(self, stride: int, start: Array | None = None, end: Array | None = None
                     ) -> tuple[Index, Array, NDArray[np.bool_]]:  # fmt: skip
         """Grid tracks through the coarse frames in lanes run side by side (one batch):
-        the coarse frames are cut into up to ``lanes`` segments, each tracked forward
+        the coarse frames are cut into up to ``lanes`` segments (one segment when the
+        self-motion has more than one dimension: see below), each tracked forward
         from its first frame and, with ``both_ways``, backward from its last (parts of
         the self-motion that become reachable only later are followed back in time).
         Every lane's tracks are candidates of the frames it passes; with ``start`` (n,),
@@ -294,7 +305,12 @@ class _Track:
         probe = self.seeds(0, 4)
         frees = list(o.free) if o.free else self.free_columns(probe, o.free_count)
         c = len(frames)
+        # lanes meet where one lane's tracks reach the points the next one's start from:
+        # with a self-motion of one dimension a grid cell is a point (per branch), with
+        # more it is not, and the path would jump where lanes meet: one lane then
         parts = max(1, min(o.lanes, (c - 1) // max(o.lane_frames, 1)))
+        if self.redundancy() > 1:
+            parts = 1
         bounds = np.linspace(0, c - 1, parts + 1).round().astype(int)
         lanes: list[Index] = []
         for p in range(parts):
