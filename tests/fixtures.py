@@ -90,7 +90,8 @@ def two_arm7s_on_a_turntable() -> dict[str, Any]:
 def two_hands_on_a_spine() -> dict[str, Any]:
     """A character's upper body: two spherical spine joints (Hips at 1 m, fixed root) and
     two arms, each a clavicle (fixed), a ball shoulder, a hinged elbow and a ball wrist,
-    all limited; effectors "LHand" and "RHand". The arms share the spine: one problem
+    all limited (offsets in metres, limits in radians, intrinsic XYZ for the balls);
+    effectors "LHand" and "RHand". The arms share the spine: one problem
     with a self-motion of eight dimensions (full pose) or fourteen (position only)."""
     joints: list[dict[str, Any]] = [
         {"name": "Hips", "type": "fixed", "offset": [0, 0, 1.0], "parent": None},

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+from pathlib import Path
 
 import bpy
 import numpy as np
@@ -21,7 +22,7 @@ def test_a_position_only_target_bakes_without_flips(tmp_path, core) -> None:
     frame (2e-5 m), and no joint turning more between two frames than twice the largest
     per-frame turn of the path that made the targets (before: 13 such frames, up to
     9.5x: the coarse search's lanes met where their candidates did not)."""
-    skeleton = json.loads(open(ARM7).read())
+    skeleton = json.loads(Path(ARM7).read_text())
     assert bpy.ops.dhik.import_skeleton(
         filepath=str(write_json(tmp_path / "skeleton.json", skeleton))) == {"FINISHED"}
     ob = bpy.context.scene.dhik.armature

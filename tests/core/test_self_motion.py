@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -24,8 +25,8 @@ from fixtures import ARM7, smooth_path, two_arm7s_on_a_turntable, two_hands_on_a
 
 
 def bake(defn, effectors: list[str], truth: np.ndarray, rot_weight: float):
-    """Bake the targets FK of ``truth`` (F, n) makes; the baked coordinates (F, n), the
-    targets (F, m, 4, 4) and the result."""
+    """Bake the targets FK of ``truth`` (F, n) (rad, m) makes; the baked coordinates
+    (F, n) (rad, m), the targets (F, m, 4, 4) (world, m) and the result."""
     model = BatchedModel(defn, effectors)
     targets = model.transforms(truth)
     tracks = [EffectorTrack(name, list(enumerate(targets[:, i])), 1.0, rot_weight)
@@ -58,7 +59,7 @@ def test_position_only_targets_bake_flip_free(seed: int) -> None:
     every frame converged, no jump reported, no flip. The lanes of the coarse search
     started apart and met at frames where their candidates did not: 21 and 41 flip
     frames (largest step 7.8x and 8.8x the true one) before."""
-    defn = parse_skeleton(json.loads(open(ARM7).read()))
+    defn = parse_skeleton(json.loads(Path(ARM7).read_text()))
     model = BatchedModel(defn, ["Tool"])
     truth = smooth_path(model.lo, model.hi, 300, seed)
     got, targets, result = bake(defn, ["Tool"], truth, 0.0)
@@ -101,7 +102,7 @@ def test_redundancy_counts_the_rows_that_count() -> None:
     """The self-motion's dimension counts only error rows with a weight above 0, and a
     redundant chain with position-only targets gets grid columns (its rotation rows, of
     weight 0, made every column's rest look singular: no grid at all)."""
-    defn = parse_skeleton(json.loads(open(ARM7).read()))
+    defn = parse_skeleton(json.loads(Path(ARM7).read_text()))
     model = BatchedModel(defn, ["Tool"])
     targets = model.transforms(np.zeros((2, model.n)))
     full = _Track(model, targets, [(1.0, 1.0)], TrackOptions())
