@@ -22,8 +22,10 @@ from numpy.typing import NDArray
 
 Array = NDArray[np.float64]
 
-# column and joint kinds of a compiled model (``CoordinateModel.column_kinds``)
-FIXED, REVOLUTE, PRISMATIC, SPHERICAL, VIRTUAL = 0, 1, 2, 3, 4
+# column and joint kinds of a compiled model (``CoordinateModel.column_kinds``) and of
+# the robust engine's joint space (``BatchedKinematics.kinds``: REVOLUTE, PRISMATIC, or
+# ROTVEC, a coordinate of an unlimited spherical joint's rotation vector)
+FIXED, REVOLUTE, PRISMATIC, SPHERICAL, VIRTUAL, ROTVEC = 0, 1, 2, 3, 4, 5
 
 
 @runtime_checkable
@@ -155,3 +157,41 @@ class FrameTargets(list[Any]):
         super().__init__(targets)
         self.driven = driven
         self.poles = poles
+
+
+class BatchedKinematics(Protocol):
+    """What the robust engine needs from a model (``model.joint_space.BatchedModel``):
+    FK and Jacobians of many coordinate rows at once, batch last, and the configuration
+    space's operations. World frame; metres, radians."""
+
+    n: int  # columns
+    effectors: list[str]
+    points: list[str]  # joints whose positions follow the effectors' in pose_t
+    chains: list[list[str]]  # per effector: the joints its solve moves, root first
+    kinds: NDArray[np.int_]  # REVOLUTE, PRISMATIC or ROTVEC per column
+    lo: Array  # limits per column (rad or m), +-inf when none
+    hi: Array
+    held: NDArray[np.bool_]  # columns whose values come from outside (per problem)
+    wraps: NDArray[np.bool_]  # hinge angles without limits (their value modulo a turn)
+
+    def pose_t(self, q: Array) -> tuple[Array, Array]:
+        """``q`` (n, k) -> effector (then point) world rotations (m, 3, 3, k) and
+        positions (m, 3, k) (m)."""
+        ...
+
+    def pose_jacobian_t(self, q: Array) -> tuple[Array, Array, Array]:
+        """``pose_t(q)`` and the world Jacobian (m, 6, n, k), rows ``[linear (m/unit);
+        angular (rad/unit)]``."""
+        ...
+
+    def recentre(self, q: Array) -> Array:
+        """``q`` (n, k) with every chart kept away from its singularity (same poses)."""
+        ...
+
+    def nearest(self, ref: Array, q: Array) -> Array:
+        """Rows ``q`` (k, n) as the same poses' coordinates nearest ``ref``."""
+        ...
+
+    def difference(self, a: Array, b: Array) -> Array:
+        """Per column the motion from rows ``a`` to rows ``b`` (k, n), the nearest way."""
+        ...

@@ -32,3 +32,34 @@ class SolverSettings:
     def kwargs(self) -> dict[str, Any]:
         """Keyword arguments for :func:`solve` / :func:`solve_ik`."""
         return asdict(self)
+
+
+@dataclass(frozen=True)
+class RobustOptions:
+    """The robust method's knobs beyond :class:`SolverSettings` (whose tolerances and
+    ``max_iterations`` it shares; its ``damping`` and line search are the spec method's).
+    Every field acts on some robust solve: the LM fields on all of them, the others on
+    trajectories (bakes and the preview's plan). Dimensionless unless noted."""
+
+    # the LM (solver/lm): Chan damping W = mult * (damping * E + damping_floor)
+    damping: float = 0.1
+    damping_floor: float = 1e-9
+    # a search whose error has not fallen below stall_ratio of itself in stall_window
+    # iterations has stalled (a cold solve restarts it, a track lets it die)
+    stall_window: int = 4
+    stall_ratio: float = 0.5
+    restarts: int = 8  # rounds of random restarts of the unconverged problems
+    restart_rows: int = 8  # random starts per unconverged problem and round
+    restart_iterations: int = 40  # budget of each restart
+    seed: int = 0  # of every random draw (restarts, seeds of tracks)
+    scaled_columns: bool = True  # steps in units of each column's half range
+    # trajectories (solver/path)
+    stride: int = 32  # most frames between coarse frames
+    coarse_motion: float = 0.6  # most target motion between coarse frames (m/scale + rad)
+    grid: int = 32  # redundant chains: values on the grid of each locked column
+    free_count: int = 4  # columns locked in turn on that grid
+    power: float = 8.0  # path cost: sum over frames of the largest column step^power
+    path_rounds: int = 100  # lazy path search: rounds of filling the chosen edges
+    flip_factor: float = 2.5  # a step this many times its neighbours' median: a jump
+    retries: int = 1  # passes with coarse frames twice as dense, after jumps
+    window: int = 20_000  # frames planned at a time (memory stays bounded)

@@ -1,13 +1,16 @@
-"""The batched kinematics model: FK and world Jacobians of B poses at once, in numpy.
+"""The joint space of the robust engine: FK and world Jacobians of B poses at once.
 
 ``BatchedModel`` is compiled once from a ``SkeletonDef`` (or a ``Skeleton``) and the
 effectors' names. Its coordinates are one row of ``n`` floats per pose, for the joints on
 the effectors' paths, parents first: a revolute angle (rad), a prismatic displacement
-(m), or a spherical joint's three intrinsic XYZ angles ``(a, b, c)`` with
-``R = Rx(a) Ry(b) Rz(c)`` relative to rest (rad), the convention of its virtual chain
-(DECISIONS.md) and of the robust method, so a spherical joint's limits are a box on
-those angles. Any root joint hangs below the fixed world frame. Frames: world; units:
-metres, radians. It implements ``solver.batched.BatchedKinematics``.
+(m), or a spherical joint's three coordinates in its chart (``model.charts``): with
+limits, the intrinsic XYZ angles ``(a, b, c)``, ``R = Rx(a) Ry(b) Rz(c)`` relative to
+rest (rad), so its limits are a box on those angles (DECISIONS.md); without limits, a
+rotation vector (rad) re-centred before its singularity. A free root or a bone that
+translates is three prismatic joints and a spherical one in the file (DECISIONS.md): here
+three sliders and a rotation vector. Any root joint hangs below the fixed world frame.
+Frames: world; units: metres, radians. It implements ``solver.kinematics.BatchedKinematics``
+(configuration-space operations ``recentre``, ``nearest`` and ``difference`` included).
 """
 
 from __future__ import annotations
@@ -25,9 +28,11 @@ from ..rotations import (
     quat_to_euler_xyz,
     quat_to_euler_xyz_rows,
     quat_to_matrix,
+    quat_to_rotvec,
 )
-from ..solver.batched import PRISMATIC, REVOLUTE
-from ..solver.robust.angles import angles_in_box
+from ..solver.kinematics import PRISMATIC, REVOLUTE, ROTVEC
+from ..solver.lm.problem import SEARCH_LIMIT
+from .charts import angles_in_box, rotvec_coefficients, rotvec_near, rotvec_recentred
 from .definition import SkeletonDef
 from .skeleton import Skeleton
 
@@ -60,32 +65,40 @@ class _Step:
     col: int  # first coordinate column, -1 for fixed joints
     axis: Array | None  # unit axis (revolute, prismatic)
     rot: Array | None  # fixed rotation (fixed joints), None for identity
+    rotvec: bool = False  # a spherical joint without limits: a rotation-vector chart
 
 
 class BatchedModel:
     """FK and Jacobians for a (B, n) array of coordinates (module docstring).
 
     Attributes: ``effectors`` (names), ``n`` columns, ``names`` (one per column: the joint
-    name, ``name.x``/``.y``/``.z`` for spherical angles), ``kinds`` (REVOLUTE or
-    PRISMATIC per column; spherical angles are REVOLUTE), ``lo``/``hi`` (limits per
-    column, +-inf when none), ``held`` (per column: its joint is outside every solved
-    chain, so its value comes from outside, frame by frame, and its limits are +-inf).
+    name, ``name.x``/``.y``/``.z`` for spherical coordinates), ``kinds`` (REVOLUTE,
+    PRISMATIC or ROTVEC per column; a boxed spherical joint's angles are REVOLUTE),
+    ``lo``/``hi`` (limits per column, +-inf when none), ``held`` (per column: its joint is
+    outside every solved chain, so its value comes from outside, frame by frame, and its
+    limits are +-inf).
 
     ``chain_lengths``: per effector, the solve moves the last n joints of its path only
     (n = 0: all), counted as Blender's IK constraint counts bones (``CompiledKinematics``
     counts alike); the other joints on the paths are held.
+
+    ``points``: joints on the effectors' paths whose world positions and positional
+    Jacobians :meth:`pose_jacobian_t` gives after the effectors' (a pole's bend points).
     """
 
     def __init__(self, skeleton: Skeleton | SkeletonDef, effectors: list[str],
-                 chain_lengths: list[int] | None = None) -> None:  # fmt: skip
+                 chain_lengths: list[int] | None = None,
+                 points: list[str] | None = None) -> None:  # fmt: skip
         defn = skeleton.defn if isinstance(skeleton, Skeleton) else skeleton
         self.effectors = list(effectors)
+        self.points = list(points or [])
         by_name = {d.name: d for d in defn.joints}
         on_path: set[str] = set()
         solved: set[str] = set()
         lengths = [0] * len(self.effectors) if chain_lengths is None else list(chain_lengths)
         if len(lengths) != len(self.effectors) or any(n < 0 for n in lengths):
             raise ValueError("need one chain length >= 0 per effector")
+        self.chains: list[list[str]] = []  # per effector: its solved joints, root first
         for e, length in zip(self.effectors, lengths, strict=True):
             if e not in by_name:
                 raise ValueError(f"no joint named {e!r} in the skeleton")
@@ -95,7 +108,12 @@ class BatchedModel:
                 path.append(name)
                 name = by_name[name].parent
             on_path.update(path)
-            solved.update(path[:length] if length else path)  # path runs effector first
+            chain = path[:length] if length else path  # path runs effector first
+            solved.update(chain)
+            self.chains.append(chain[::-1])
+        for p in self.points:
+            if p not in on_path:
+                raise ValueError(f"point {p!r} is not on an effector's path")
         order = [d for d in defn.joints if d.name in on_path]
         index = {d.name: i for i, d in enumerate(order)}
         self.joint_names = [d.name for d in order]
@@ -104,7 +122,7 @@ class BatchedModel:
         kinds: list[int] = []
         lo: list[float] = []
         hi: list[float] = []
-        self._spherical: list[tuple[str, int]] = []  # (joint name, first column)
+        self._spherical: list[tuple[str, int, bool]] = []  # (joint, first column, rotvec)
         self._one_dof: list[tuple[str, int, int]] = []  # (joint name, column, kind)
         held: list[bool] = []
         for i, d in enumerate(order):
@@ -113,6 +131,7 @@ class BatchedModel:
             off = np.array(d.offset, dtype=float)
             col = -1
             axis = rot = None
+            chart_rotvec = False
             if d.type in ("revolute", "prismatic"):
                 col = len(names)
                 axis = np.array(d.axis, dtype=float)
@@ -128,15 +147,16 @@ class BatchedModel:
                 col = len(names)
                 lims = cast("tuple[tuple[float, float] | None, ...]",
                             d.limits or (None, None, None))
+                chart_rotvec = all(box is None for box in lims)
                 for k, box in enumerate(lims):
                     names.append(f"{d.name}.{'xyz'[k]}")
-                    kinds.append(REVOLUTE)
+                    kinds.append(ROTVEC if chart_rotvec else REVOLUTE)
                     lo.append(-math.inf if box is None else float(box[0]))
                     hi.append(math.inf if box is None else float(box[1]))
-                self._spherical.append((d.name, col))
+                self._spherical.append((d.name, col, chart_rotvec))
             elif d.quaternion is not None and tuple(d.quaternion) != (1.0, 0.0, 0.0, 0.0):
                 rot = quat_to_matrix(np.array(d.quaternion, dtype=float))
-            self._steps.append(_Step(i, parent, d.type, off, col, axis, rot))
+            self._steps.append(_Step(i, parent, d.type, off, col, axis, rot, chart_rotvec))
         self.names = names
         self.n = len(names)
         self.kinds = np.array(kinds, dtype=int)
@@ -144,10 +164,10 @@ class BatchedModel:
         self.solved = frozenset(solved)  # the joints the solve moves (and fixed ones)
         self.lo = np.where(self.held, -np.inf, np.array(lo, dtype=float))
         self.hi = np.where(self.held, np.inf, np.array(hi, dtype=float))
-        self._eff = [index[e] for e in self.effectors]
-        # per effector: which columns move it (its path from the root)
-        self.paths = np.zeros((len(self.effectors), self.n), dtype=bool)
-        for k, e in enumerate(self.effectors):
+        self._eff = [index[e] for e in self.effectors] + [index[p] for p in self.points]
+        # per effector (and point): which columns move it (its path from the root)
+        self.paths = np.zeros((len(self._eff), self.n), dtype=bool)
+        for k, e in enumerate(self.effectors + self.points):
             name = e
             while name is not None:
                 st = self._steps[index[name]]
@@ -156,22 +176,30 @@ class BatchedModel:
                 name = by_name[name].parent
         self._parts = {st.i: _rodrigues_parts(st.axis) for st in self._steps
                        if st.kind == "revolute" and st.axis is not None}
-        self._elem = [_rodrigues_parts(_AXES[k]) for k in range(3)]
         self._coord_axis = {st.i: int(np.flatnonzero(st.axis)[0]) for st in self._steps
                             if st.kind == "revolute" and st.axis is not None
                             and np.count_nonzero(st.axis) == 1}
         self._prismatic = self.kinds == PRISMATIC
-        self._any_prismatic = bool(self._prismatic.any())
+        self._rotvec = self.kinds == ROTVEC
+        self._any_trig = bool((self.kinds == REVOLUTE).any())
+        self._angle_rows = self.kinds == REVOLUTE
+        self._rotvec_starts = np.array([c for _, c, rv in self._spherical if rv], dtype=int)
+        # per column: a hinge angle without limits (within +-SEARCH_LIMIT rad), whose
+        # value matters modulo a turn
+        self.wraps = (self.kinds == REVOLUTE) & (np.abs(self.lo) > SEARCH_LIMIT) \
+            & (np.abs(self.hi) > SEARCH_LIMIT) & ~self.held
         self._path_cols = [np.flatnonzero(p) for p in self.paths]
         self._path_prism = [np.flatnonzero(p & self._prismatic) for p in self.paths]
 
     # -- FK ------------------------------------------------------------------------------
     def _forward(self, q: Array, columns: bool) -> tuple[Array, Array, Array | None,
                                                          Array | None]:  # fmt: skip
-        """Batch-last FK of ``q`` (n, k): effector rotations (m, 3, 3, k) and positions
-        (m, 3, k), and (``columns``) each column's world axis and joint origin (n, 3, k).
-        A rotation is kept as its three columns (3, k each): a turn about a coordinate
-        axis rewrites two of them and shares the third."""
+        """Batch-last FK of ``q`` (n, k): effector (and point) rotations (m, 3, 3, k) and
+        positions (m, 3, k), and (``columns``) each column's world axis (the angular
+        velocity per unit of the column: unit for a hinge or slider, a column of the
+        rotation vector's left Jacobian for ROTVEC) and joint origin (n, 3, k). A
+        rotation is kept as its three columns (3, k each): a turn about a coordinate axis
+        rewrites two of them and shares the third."""
         k = q.shape[1]
         rots: list[Cols] = []
         poss: list[Array] = []
@@ -179,9 +207,10 @@ class BatchedModel:
         origins = np.empty((self.n, 3, k)) if columns else None
         ident: Cols = (_AXES[:, 0, None], _AXES[:, 1, None], _AXES[:, 2, None])
         zero = np.zeros((3, 1))
-        # every hinge's cosine and sine in two calls (sliders' rows unused)
-        ang = np.where(self._prismatic[:, None], 0.0, q) if self._any_prismatic else q
-        cq, sq = np.cos(ang), np.sin(ang)
+        # every hinge's cosine and sine in two calls (other rows unused)
+        if self._any_trig:
+            ang = q if self._angle_rows.all() else np.where(self._angle_rows[:, None], q, 0.0)
+            cq, sq = np.cos(ang), np.sin(ang)
         for st in self._steps:
             rp = ident if st.parent < 0 else rots[st.parent]
             p = zero if st.parent < 0 else poss[st.parent]
@@ -203,7 +232,19 @@ class BatchedModel:
                 if columns:
                     axes[st.col] = w  # type: ignore[index]
                     origins[st.col] = p  # type: ignore[index]
-            else:  # spherical: Rx(a) Ry(b) Rz(c)
+            elif st.rotvec:  # R = exp([v]x), v the joint's three coordinates
+                v = q[st.col:st.col + 3]
+                _, s, cc, d = rotvec_coefficients(v)
+                kk = _skew_rows(v)
+                k2 = np.einsum("ijk,jlk->ilk", kk, kk)
+                local = _AXES[:, :, None] + s * kk + cc * k2
+                r = _mix(rp, local)
+                if columns:
+                    jl = _mix(rp, _AXES[:, :, None] + cc * kk + d * k2)
+                    for j in range(3):
+                        axes[st.col + j] = jl[j]  # type: ignore[index]
+                        origins[st.col + j] = p  # type: ignore[index]
+            else:  # spherical in a box: Rx(a) Ry(b) Rz(c)
                 r = rp
                 for j in range(3):
                     c = st.col + j
@@ -245,13 +286,14 @@ class BatchedModel:
         return _mix(rp, local)
 
     def pose_t(self, q: Array) -> tuple[Array, Array]:
-        """Batch-last :meth:`pose`: ``q`` (n, k) -> (m, 3, 3, k), (m, 3, k)."""
+        """Batch-last :meth:`pose`: ``q`` (n, k) -> (m, 3, 3, k), (m, 3, k) (effectors,
+        then points)."""
         rot, pos, _, _ = self._forward(q, False)
         return rot, pos
 
     def pose_jacobian_t(self, q: Array) -> tuple[Array, Array, Array]:
         """Batch-last :meth:`pose_jacobian`: ``q`` (n, k) -> rotations (m, 3, 3, k),
-        positions (m, 3, k) and the Jacobian (m, 6, n, k)."""
+        positions (m, 3, k) and the Jacobian (m, 6, n, k) (effectors, then points)."""
         rot, pos, axes, origins = self._forward(q, True)
         assert axes is not None and origins is not None
         k, m = q.shape[1], len(self._eff)
@@ -291,6 +333,39 @@ class BatchedModel:
         out[..., 3, 3] = 1.0
         return out
 
+    # -- configuration space -----------------------------------------------------------
+    def recentre(self, q: Array) -> Array:
+        """``q`` (n, k) with every rotation vector longer than ``charts.RECENTRE`` replaced
+        by its rotation's shorter one (the same pose; a copy where anything changed)."""
+        if self._rotvec_starts.size == 0:
+            return q
+        out = q
+        for c in self._rotvec_starts:
+            v = q[c:c + 3]
+            w = rotvec_recentred(v)
+            if w is not v:
+                if out is q:
+                    out = q.copy()
+                out[c:c + 3] = w
+        return out
+
+    def nearest(self, ref: Array, q: Array) -> Array:
+        """Rows ``q`` (k, n) written as the same poses' coordinates nearest ``ref`` (k, n)
+        or (n,): hinges without limits by whole turns, rotation vectors by their other
+        vector (rad, m)."""
+        q = np.asarray(q, dtype=float)
+        ref = np.broadcast_to(np.asarray(ref, dtype=float), q.shape)
+        out = np.where(self.wraps, ref + (q - ref + np.pi) % (2 * np.pi) - np.pi, q)
+        for c in self._rotvec_starts:
+            out[:, c:c + 3] = rotvec_near(ref[:, c:c + 3].T, q[:, c:c + 3].T).T
+        return out
+
+    def difference(self, a: Array, b: Array) -> Array:
+        """Per column the motion from rows ``a`` to rows ``b`` (k, n), the nearest way
+        (:meth:`nearest`): rad, m."""
+        a = np.asarray(a, dtype=float)
+        return self.nearest(a, b) - a
+
     # -- coordinates <-> joint values --------------------------------------------------
     def joint_values(self, q: Array) -> dict[str, dict[str, Any]]:
         """SPEC 3.3 entries (radians, metres, ``[w, x, y, z]``) of the model's joints for
@@ -302,12 +377,19 @@ class BatchedModel:
                 out[name] = {"type": "prismatic", "displacement": float(q[c])}
             else:
                 out[name] = {"type": "revolute", "angle": float(q[c])}
-        for name, c in self._spherical:
-            quat = intrinsic_xyz_quat(float(q[c]), float(q[c + 1]), float(q[c + 2]))
+        for name, c, rv in self._spherical:
+            quat = self._quats(q[None, c:c + 3], rv)[0]
             out[name] = {"type": "spherical",
-                         "euler": [float(v) for v in quat_to_euler_xyz(np.array(quat))],
-                         "quaternion": list(quat)}
+                         "euler": [float(v) for v in quat_to_euler_xyz(quat)],
+                         "quaternion": [float(v) for v in quat]}
         return out
+
+    @staticmethod
+    def _quats(v: Array, rotvec: bool) -> Array:
+        """Quaternions (k, 4) ``[w, x, y, z]`` of a spherical joint's coordinates (k, 3)."""
+        if rotvec:
+            return rotvec_quat_rows(v)
+        return intrinsic_xyz_quat_rows(v[:, 0], v[:, 1], v[:, 2])
 
     def value_columns(self, q: Array) -> dict[str, tuple[str, Array]]:
         """:meth:`joint_values` of many rows ``q`` (k, n) at once, as arrays: per joint
@@ -318,28 +400,32 @@ class BatchedModel:
         out: dict[str, tuple[str, Array]] = {}
         for name, c, kind in self._one_dof:
             out[name] = ("prismatic" if kind == PRISMATIC else "revolute", q[:, c])
-        for name, c in self._spherical:
-            quat = intrinsic_xyz_quat_rows(q[:, c], q[:, c + 1], q[:, c + 2])
+        for name, c, rv in self._spherical:
+            quat = self._quats(q[:, c:c + 3], rv)
             out[name] = ("spherical", np.column_stack([quat_to_euler_xyz_rows(quat), quat]))
         return out
 
     def coordinates(self, values: Mapping[str, Mapping[str, Any]]) -> Array:
         """The coordinate row (n,) of SPEC 3.3 joint values (radians, metres, ``[w, x,
-        y, z]``), the inverse of :meth:`joint_values`: a spherical joint's intrinsic XYZ
-        angles nearest its box (clamped into it); a joint not in ``values`` at the
-        T-pose."""
+        y, z]``), the inverse of :meth:`joint_values`: a boxed spherical joint's intrinsic
+        XYZ angles nearest its box (clamped into it), an unlimited one's rotation vector
+        (angle at most pi); a joint not in ``values`` at the T-pose."""
         q = np.zeros(self.n)
         for name, c, kind in self._one_dof:
             entry = values.get(name)
             if entry is not None:
                 q[c] = float(entry["displacement" if kind == PRISMATIC else "angle"])
-        for name, c in self._spherical:
+        for name, c, rv in self._spherical:
             entry = values.get(name)
             if entry is not None:
                 quat = entry["quaternion"] if "quaternion" in entry else \
                     euler_xyz_to_quat(entry["euler"])
-                q[c:c + 3] = angles_in_box([float(v) for v in quat], self.lo[c:c + 3].tolist(),
-                                           self.hi[c:c + 3].tolist())
+                if rv:
+                    q[c:c + 3] = quat_to_rotvec(np.asarray(quat, dtype=float))
+                else:
+                    q[c:c + 3] = angles_in_box([float(v) for v in quat],
+                                               self.lo[c:c + 3].tolist(),
+                                               self.hi[c:c + 3].tolist())
         return q
 
 
@@ -347,6 +433,12 @@ _MIX = {0: (1, 2), 1: (2, 0), 2: (0, 1)}  # columns a turn about X, Y, Z mixes
 
 
 Cols = tuple[Array, Array, Array]  # a rotation's three columns, (3, k) or (3, 1) each
+
+
+def _skew_rows(v: Array) -> Array:
+    """Skew matrices (3, 3, k) of vectors ``v`` (3, k)."""
+    z = np.zeros_like(v[0])
+    return np.array([[z, -v[2], v[1]], [v[2], z, -v[0]], [-v[1], v[0], z]])
 
 
 def _coordinate_turn(rp: Cols, axis: int, c: Array, s: Array) -> Cols:
@@ -392,3 +484,12 @@ def intrinsic_xyz_quat_rows(a: Array, b: Array, c: Array) -> Array:
     cc, sc = np.cos(c / 2), np.sin(c / 2)
     w, x, y, z = ca * cb, sa * cb, ca * sb, sa * sb  # qx * qy
     return np.column_stack([w * cc - z * sc, x * cc + y * sc, y * cc - x * sc, z * cc + w * sc])
+
+
+def rotvec_quat_rows(v: Array) -> Array:
+    """Quaternions (k, 4) ``[w, x, y, z]`` of rotation vectors (k, 3) (rad), ``w >= 0``."""
+    t = np.sqrt(np.einsum("ki,ki->k", v, v))
+    half = 0.5 * t
+    k = np.where(t < 1e-8, 0.5 - t * t / 48.0, np.sin(half) / np.where(t < 1e-8, 1.0, t))
+    out = np.column_stack([np.cos(half), v * k[:, None]])
+    return np.where(out[:, :1] < 0.0, -out, out)

@@ -1,0 +1,149 @@
+"""The robust method's Levenberg-Marquardt loop, written once, for many rows at once.
+
+Each row of a ``(k, n)`` coordinate array is one problem's search (a pose, a frame of a
+trajectory, a candidate track, a restart). Every iteration linearises all active rows at
+once (:meth:`~.problem.Problem.linearise`), takes a damped bounded step per row
+(:func:`~.step.bounded_step`) and keeps per-row damping, acceptance and convergence:
+
+- damping adapts to the error (Chan), ``W = mult * (damping * E + floor)`` with
+  ``E = |e|^2 / 2``; a step that does not lower ``E`` is rejected and ``mult`` grows
+  tenfold, an accepted one halves it;
+- steps are taken in units of each column's half range (damping and pulls weigh joints
+  alike), rotation-vector charts re-centred after each step (``model.recentre``);
+- one stall rule: a row whose ``E`` has not fallen below ``stall_ratio`` of itself over
+  ``stall_window`` iterations, or whose ``mult`` explodes, stops (a cold solve then
+  restarts it, a track lets it die).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import NDArray
+
+from ..kinematics import BatchedKinematics
+from .problem import Index, Problem
+from .step import bounded_step
+
+Array = NDArray[np.float64]
+BoolArray = NDArray[np.bool_]
+
+
+@dataclass
+class LMResult:
+    """Per row: coordinates (k, n) (rad, m), converged (k,), iterations (k,), each
+    effector's position (m) and orientation (rad) error (k, m), and each pole's arc left
+    (m) (k, P)."""
+
+    q: Array
+    converged: BoolArray
+    iterations: NDArray[np.int_]
+    position_error: Array
+    orientation_error: Array
+    pole_error: Array
+
+
+def levenberg_marquardt(model: BatchedKinematics, problem: Problem, q0: Array,
+                        budget: int, rows: Index | None = None, pull: Array | None = None,
+                        pull_gain: float = 1.0, frozen: NDArray[np.bool_] | None = None,
+                        first_wins: bool = False, stall_window: int | None = None
+                        ) -> LMResult:  # fmt: skip
+    """Run the LM from ``q0`` (k, n) for problems ``rows`` (default all, in order), at
+    most ``budget`` iterations per row. ``pull`` (k, n): a reference the step is damped
+    toward (its null-space part survives), ``pull_gain`` of the way. ``frozen`` (n,) for
+    all rows or (k, n) per row: columns that keep their starting values. ``first_wins``:
+    rows of the same problem (``rows``) stop once one of them has converged.
+    ``stall_window``: instead of the problem's ``options.stall_window``."""
+    opts = problem.options
+    lo, hi = model.lo, model.hi
+    q = np.ascontiguousarray(np.clip(np.asarray(q0, dtype=float), lo, hi).T)  # (n, k)
+    k = q.shape[1]
+    if k == 0:
+        m, p = len(model.effectors), problem.pole_count
+        return LMResult(np.zeros((0, model.n)), np.zeros(0, dtype=bool),
+                        np.zeros(0, dtype=int), np.zeros((0, m)), np.zeros((0, m)),
+                        np.zeros((0, p)))
+    idx = np.arange(k) if rows is None else np.asarray(rows)
+    if problem.held is not None:  # the held columns take the problems' values and keep them
+        q[problem.held_cols] = problem.held[:, idx]
+        frozen = model.held if frozen is None else np.asarray(frozen, dtype=bool) | model.held
+    q = model.recentre(q)
+    pl = None if pull is None else np.ascontiguousarray(np.asarray(pull, dtype=float).T)
+    cs = problem.col_scale[:, None]
+    if frozen is None:
+        keep = np.ones((model.n, 1))
+    else:  # (n,) for every row or (k, n) per row -> (n, 1) or (n, k)
+        fz = np.asarray(frozen, dtype=bool)
+        keep = (~fz).astype(float)[:, None] if fz.ndim == 1 else (~fz).T.astype(float)
+    per_row = keep.shape[1] > 1
+    lo_s, hi_s = lo / problem.col_scale, hi / problem.col_scale
+    every_rows = problem.rows.take(idx)  # gathered once
+    lin = problem.linearise(q, every_rows)
+    e, pe, re, po, weighted = lin.e, lin.pe, lin.re, lin.po, lin.jac
+    assert weighted is not None
+    energy = 0.5 * np.einsum("rk,rk->k", e, e)
+    conv = problem.converged(lin)
+    iters = np.zeros(k, dtype=int)
+    mult = np.ones(k)
+    window = max(opts.stall_window if stall_window is None else stall_window, 1)
+    hist = np.repeat(energy[None], window, axis=0)
+    dead = np.zeros(k, dtype=bool)
+    for it in range(budget):
+        act = np.flatnonzero(~conv & ~dead)
+        if act.size == 0:
+            break
+        every = act.size == k  # every row: no gathers, and no scatters when all accept
+        if every:
+            qa, wa, ea, ena, ma, ra = q, weighted, e, energy, mult, every_rows
+        else:
+            qa, wa, ea, ena, ma = q[:, act], weighted[..., act], e[:, act], energy[act], \
+                mult[act]
+            ra = every_rows.take(act)
+        sel = slice(None) if every else act
+        wd = ma * (opts.damping * ena + opts.damping_floor)
+        # the pull shrinks as the damping grows: a rejected step must get shorter
+        d = None if pl is None else (pl[:, sel] - qa) * (pull_gain / np.maximum(ma, 1.0))
+        if d is not None and frozen is not None:
+            d = d * (keep[:, sel] if per_row else keep)
+        cs3 = (cs * (keep[:, sel] if per_row else keep))[None]
+        step = bounded_step(wa * cs3, ea, qa / cs, lo_s, hi_s, wd,
+                            None if d is None else d / cs) * cs
+        qt = model.recentre(np.clip(qa + step, lo[:, None], hi[:, None]))
+        lt = problem.linearise(qt, ra)
+        assert lt.jac is not None
+        en = 0.5 * np.einsum("rk,rk->k", lt.e, lt.e)
+        ct = problem.converged(lt)
+        ok = (en < ena) | ct
+        if every and ok.all():
+            q, e, energy, pe, re, po, conv = qt, lt.e, en, lt.pe, lt.re, lt.po, ct
+            weighted = lt.jac
+            iters += 1
+            mult = np.maximum(mult * 0.5, 1e-6)
+            acc = act
+        else:
+            acc = act[ok]
+            q[:, acc] = qt[:, ok]
+            e[:, acc] = lt.e[:, ok]
+            energy[acc] = en[ok]
+            pe[:, acc], re[:, acc], po[:, acc] = lt.pe[:, ok], lt.re[:, ok], lt.po[:, ok]
+            weighted[..., acc] = lt.jac[..., ok]
+            conv[acc] = ct[ok]
+            iters[act] += 1
+            mult[act] = np.where(ok, np.maximum(ma * 0.5, 1e-6), ma * 10.0)
+        slot = it % window
+        if it >= window:
+            dead[act] |= energy[act] > opts.stall_ratio * hist[slot, act]
+        hist[slot, act] = energy[act]
+        dead |= mult > 1e8
+        if first_wins and conv[acc].any():
+            dead |= np.isin(idx, idx[acc[conv[acc]]])
+        dead &= ~conv
+    return LMResult(np.ascontiguousarray(q.T), conv, iters, np.ascontiguousarray(pe.T),
+                    np.ascontiguousarray(re.T), np.ascontiguousarray(po.T))
+
+
+def on_target(model: BatchedKinematics, problem: Problem, q: Array,
+              rows: Index | None = None) -> BoolArray:
+    """Per row of ``q`` (k, n), whether it already meets problem ``rows`` (default all)."""
+    return levenberg_marquardt(model, problem, q, 0, rows=rows).converged

@@ -1,0 +1,226 @@
+"""A batch of IK problems for the robust LM: targets, weights, tolerances, held columns
+and poles, and the weighted residual with its Jacobian.
+
+Frames: world; units: metres, radians. Each problem (a pose, a frame, a candidate) is a
+row; arrays are batch last. The residual per effector is ``(p_t - p) * w_p / scale``
+(metres over the chain's length ``scale``, so metres compare with radians) and
+``rotvec(R_t R^T) * w_r`` (rad). A pole (Blender's IK pole, :mod:`.poles`) adds one row:
+the arc (m, over ``scale``) its chain's bend point still has to swing about the line from
+the chain's first joint to the target, so a pole is one more task, not another solver.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from ..kinematics import BatchedKinematics
+from ..settings import RobustOptions, SolverSettings
+from .poles import PoleSet
+
+Array = NDArray[np.float64]
+BoolArray = NDArray[np.bool_]
+Index = NDArray[np.intp]  # row or frame indices
+
+# limits beyond +-SEARCH_LIMIT (rad or m) say nothing about where to look: the search
+# (column scales, random starts, cold starts, grids) treats them as absent; steps are
+# still clipped to the limits themselves
+SEARCH_LIMIT = 1e6
+
+# the tolerances of the engine's own callers (benchmarks, tests) when none are given
+ENGINE_SETTINGS = SolverSettings(position_tolerance=1e-5, orientation_tolerance=1e-4)
+
+
+def rotvec(e: Array) -> Array:
+    """Rotation vectors (3, ...) (rad) of rotation matrices ``e`` (3, 3, ...), batch last."""
+    s = np.empty((3, *e.shape[2:]))
+    np.subtract(e[2, 1], e[1, 2], out=s[0])
+    np.subtract(e[0, 2], e[2, 0], out=s[1])
+    np.subtract(e[1, 0], e[0, 1], out=s[2])
+    s *= 0.5
+    c = np.clip(0.5 * (e[0, 0] + e[1, 1] + e[2, 2] - 1.0), -1.0, 1.0)
+    sn = np.sqrt(s[0] * s[0] + s[1] * s[1] + s[2] * s[2])
+    theta = np.arctan2(sn, c)
+    f = 1.0 + theta * theta / 6.0  # theta / sin(theta) near zero
+    np.divide(theta, sn, out=f, where=sn > 1e-12)
+    out = s * f
+    far = c < -0.9  # near a half turn: the axis from the symmetric part
+    if far.any():
+        ef = np.moveaxis(e[:, :, far], -1, 0)  # (j, 3, 3)
+        cf = c[far]
+        sym = 0.5 * (ef + np.swapaxes(ef, -1, -2)) - cf[:, None, None] * np.eye(3)
+        diag = np.einsum("kii->ki", sym)
+        j = np.argmax(diag, axis=1)
+        col = sym[np.arange(len(j)), :, j]
+        u = col / np.linalg.norm(col, axis=1, keepdims=True)
+        sf = np.moveaxis(s[:, far], 0, -1)
+        sign = np.where(np.einsum("ki,ki->k", u, sf) < 0.0, -1.0, 1.0)
+        out[:, far] = (u * (sign * theta[far])[:, None]).T
+    return out
+
+
+def search_limits(model: BatchedKinematics) -> tuple[Array, Array]:
+    """``(lo, hi)`` (n,) for the search: the limits, or -inf / inf beyond SEARCH_LIMIT."""
+    lo = np.where(np.abs(model.lo) <= SEARCH_LIMIT, model.lo, -np.inf)
+    hi = np.where(np.abs(model.hi) <= SEARCH_LIMIT, model.hi, np.inf)
+    return lo, hi
+
+
+def length_scale(model: BatchedKinematics) -> float:
+    """The largest linear Jacobian column of a solved column at the T-pose clipped into
+    the limits (m)."""
+    q0 = np.clip(np.zeros(model.n), model.lo, model.hi)[:, None]
+    _, _, jac = model.pose_jacobian_t(q0)
+    jac = jac[: len(model.effectors), :, ~model.held]  # the solved columns
+    if jac.size == 0:
+        return 1.0
+    longest = float(np.max(np.linalg.norm(jac[:, :3, :, 0], axis=1)))
+    return longest if longest > 1e-6 else 1.0
+
+
+@dataclass
+class Rows:
+    """What a set of rows solves for, batch last: target rotations (m, 3, 3, k) and
+    positions (m, 3, k) (world, m), and pole positions (P, 3, k) (world, m) or None."""
+
+    rot: Array
+    pos: Array
+    pole: Array | None
+
+    def take(self, sel: Index | slice) -> Rows:
+        return Rows(self.rot[..., sel], self.pos[..., sel],
+                    None if self.pole is None else self.pole[..., sel])
+
+
+@dataclass
+class Linearised:
+    """A residual and its Jacobian at k coordinate rows: the weighted residual ``e``
+    (r, k), each effector's position (m) and orientation (rad) error (m, k), each pole's
+    remaining arc (m) (P, k), and the weighted Jacobian ``jac`` (r, n, k) (None when only
+    the errors were asked for)."""
+
+    e: Array
+    pe: Array
+    re: Array
+    po: Array
+    jac: Array | None
+
+
+class Problem:
+    """B problems on one model: targets (B, m, 4, 4) world (m), weights per effector,
+    the tolerances of ``settings`` (m, rad), the held columns' values per problem
+    (``held`` (B, n), rad or m; None: zero, the T-pose; every LM run puts them in and
+    keeps them) and poles (``poles``: a :class:`~.poles.PoleSet`, or None)."""
+
+    def __init__(self, model: BatchedKinematics, targets: ArrayLike,
+                 weights: Sequence[tuple[float, float]] | None,
+                 settings: SolverSettings | None = None,
+                 options: RobustOptions | None = None, held: ArrayLike | None = None,
+                 poles: PoleSet | None = None) -> None:  # fmt: skip
+        self.model = model
+        self.settings = settings or ENGINE_SETTINGS
+        self.options = options or RobustOptions()
+        t = np.asarray(targets, dtype=float)
+        m = len(model.effectors)
+        if t.ndim == 3:
+            t = t[:, None]
+        if t.ndim != 4 or t.shape[1:] != (m, 4, 4):
+            raise ValueError(f"targets must have shape (B, {m}, 4, 4), got {t.shape}")
+        self.count = len(t)
+        self.targets = t
+        self.held_cols = np.flatnonzero(model.held)
+        self.held: Array | None = None  # (h, B): the held columns' values per problem
+        if self.held_cols.size:
+            hv = np.zeros((self.count, model.n)) if held is None else \
+                np.asarray(held, dtype=float).reshape(self.count, model.n)
+            self.held = np.ascontiguousarray(hv[:, self.held_cols].T)
+        self.poles = poles
+        pole_pos = None if poles is None else poles.positions(self.count)
+        self.rows = Rows(np.ascontiguousarray(t[:, :, :3, :3].transpose(1, 2, 3, 0)),
+                         np.ascontiguousarray(t[:, :, :3, 3].transpose(1, 2, 0)), pole_pos)
+        w = [(1.0, 1.0)] * m if weights is None else [(float(a), float(b)) for a, b in weights]
+        if len(w) != m or any(not (x >= 0.0 and math.isfinite(x)) for p in w for x in p):
+            raise ValueError(f"need {m} pairs of finite weights >= 0")
+        self.scale = length_scale(model)
+        self.wp = np.array([a for a, _ in w])
+        self.wr = np.array([b for _, b in w])
+        rows = np.repeat(np.stack([self.wp / self.scale, self.wr], axis=1), 3, axis=1)
+        self.row_w = rows.reshape(-1)  # (6m,)
+        self.count_p = self.wp > 0.0
+        self.count_r = self.wr > 0.0
+        lo, hi = search_limits(model)
+        half = 0.5 * (hi - lo)
+        finite = np.isfinite(half) & self.options.scaled_columns
+        self.col_scale = np.clip(np.where(finite, half, 1.0), 1e-3, 1e3)  # (n,)
+
+    @property
+    def pole_count(self) -> int:
+        return 0 if self.poles is None else len(self.poles.effectors)
+
+    @property
+    def counted_rows(self) -> int:
+        """Error rows that count: 3 per position and per orientation with a weight above
+        0, and one per pole."""
+        return int(3 * self.count_p.sum() + 3 * self.count_r.sum()) + self.pole_count
+
+    def hold(self, q: Array, rows: Index) -> Array:
+        """``q`` (k, n) (rad, m) with the held columns set to problems ``rows``' values
+        (a copy)."""
+        q = np.array(q, dtype=float)
+        if self.held is not None:
+            q[:, self.held_cols] = self.held[:, rows].T
+        return q
+
+    def linearise(self, q: Array, rows: Rows, jacobian: bool = True) -> Linearised:
+        """The residual (and, with ``jacobian``, its Jacobian) at coordinates ``q``
+        (n, k) against ``rows`` (the problems' targets, gathered by the caller)."""
+        model = self.model
+        m = len(model.effectors)
+        if jacobian:
+            rot, pos, jac = model.pose_jacobian_t(q)
+        else:
+            (rot, pos), jac = model.pose_t(q), None
+        dp = rows.pos - pos[:m]  # (m, 3, k)
+        err = np.einsum("milk,mjlk->ijmk", rows.rot, rot[:m])  # R_t R^T, (3, 3, m, k)
+        dr = rotvec(err).transpose(1, 0, 2)  # (m, 3, k)
+        pe = np.sqrt(np.einsum("mik,mik->mk", dp, dp))
+        re = np.sqrt(np.einsum("mik,mik->mk", dr, dr))
+        k = q.shape[1]
+        e = np.concatenate((dp, dr), axis=1).reshape(6 * m, k) * self.row_w[:, None]
+        wjac = None
+        if jac is not None:
+            wjac = jac[:m].reshape(6 * m, model.n, k) * self.row_w[:, None, None]
+        po = np.zeros((0, k))
+        if self.poles is not None and rows.pole is not None:
+            pe_rows, pj_rows, po = self.poles.rows(model, rows.pos, rows.pole, pos, jac,
+                                                   self.scale)
+            e = np.concatenate((e, pe_rows))
+            if wjac is not None:
+                assert pj_rows is not None
+                wjac = np.concatenate((wjac, pj_rows))
+        return Linearised(e, pe, re, po, wjac)
+
+    def badness(self, pe: Array, re: Array, po: Array | None = None) -> Array:
+        """Per row: the largest counted error over its tolerance (below 1: converged);
+        ``pe`` (m) and ``re`` (rad) (B, m), ``po`` (m) (B, P), rows first."""
+        s = self.settings
+        bp = np.where(self.count_p, pe / s.position_tolerance, 0.0)
+        br = np.where(self.count_r, re / s.orientation_tolerance, 0.0)
+        out = np.maximum(bp.max(axis=1, initial=0.0), br.max(axis=1, initial=0.0))
+        if po is not None and po.size:
+            out = np.maximum(out, po.max(axis=1) / s.position_tolerance)
+        return out
+
+    def converged(self, lin: Linearised) -> BoolArray:
+        """Per row: every counted error within its tolerance."""
+        s = self.settings
+        ok_p = (lin.pe < s.position_tolerance) | ~self.count_p[:, None]
+        ok_r = (lin.re < s.orientation_tolerance) | ~self.count_r[:, None]
+        ok = np.all(ok_p & ok_r, axis=0)
+        if lin.po.size:
+            ok &= np.all(lin.po < s.position_tolerance, axis=0)
+        return ok

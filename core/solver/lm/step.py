@@ -1,0 +1,116 @@
+"""The damped step of the robust LM, bounded by the limits, for many rows at once.
+
+Per row ``argmin |J s - e|^2 + w |s - d|^2`` (``d``: a pull toward a reference; as
+``w -> 0`` its null-space part is what remains), with the limits kept as Blender's
+Standard solver keeps them: a column whose step would leave its box goes to the limit and
+leaves the problem, and the rest is solved again for the error left (clamp and remove),
+so every iterate lies within the limits. Arrays are batch last; units are the columns'
+(rad, m), scaled by the caller.
+"""
+
+from __future__ import annotations
+
+from typing import cast
+
+import numpy as np
+from numpy.typing import NDArray
+
+Array = NDArray[np.float64]
+
+
+def bounded_step(jac: Array, e: Array, x: Array, lo: Array, hi: Array, w: Array,
+                 d: Array | None = None) -> Array:  # fmt: skip
+    """Per row ``argmin |J s - e|^2 + w |s - d|^2`` with ``lo <= x + s <= hi`` kept by
+    clamping and removing columns; batch last: ``jac`` (r, n, k), ``e`` (r, k), ``x``
+    (n, k), ``lo``/``hi`` (n,), ``w`` (k,), ``d`` (n, k) or None (no pull) -> (n, k)."""
+    r, n, k = jac.shape
+    lo_, hi_ = lo[:, None], hi[:, None]
+    step = damped(jac, e, w, d)
+    v = x + step
+    viol = (v < lo_) | (v > hi_)
+    rows = np.flatnonzero(viol.any(axis=0))
+    if rows.size == 0:
+        return step
+    # rows leave the loop once their step stays within the box: the rest is re-solved
+    free = np.ones((n, rows.size), dtype=bool)
+    fixed = np.zeros((n, rows.size))
+    xs, js, es = x[:, rows], jac[..., rows], e[:, rows]
+    ws = w[rows]
+    ds = None if d is None else d[:, rows]
+    sub_v, sub_viol = v[:, rows], viol[:, rows]
+    for _ in range(n):
+        fixed = np.where(sub_viol, np.clip(sub_v, lo_, hi_) - xs, fixed)
+        free &= ~sub_viol
+        rest = es - np.einsum("rnk,nk->rk", js, fixed)
+        s = damped(js * free, rest, ws, None if ds is None else ds * free)
+        s = np.where(free, s, fixed)
+        sub_v = xs + s
+        sub_viol = free & ((sub_v < lo_) | (sub_v > hi_))
+        again = sub_viol.any(axis=0)
+        done = ~again
+        step[:, rows[done]] = np.clip(sub_v[:, done], lo_, hi_) - xs[:, done]
+        if not again.any():
+            break
+        rows, free, fixed, xs, js, es, ws = rows[again], free[:, again], fixed[:, again], \
+            xs[:, again], js[..., again], es[:, again], ws[again]
+        ds = None if ds is None else ds[:, again]
+        sub_v, sub_viol = sub_v[:, again], sub_viol[:, again]
+    else:
+        step[:, rows] = np.clip(sub_v, lo_, hi_) - xs
+    return step
+
+
+def damped(jac: Array, e: Array, w: Array, d: Array | None) -> Array:
+    """``argmin |J s - e|^2 + w |s - d|^2`` per row, batch last (``jac`` (r, n, k));
+    where a column of ``J`` is zero, ``s = d`` there (callers zero ``d`` there)."""
+    r, n, k = jac.shape
+    if d is not None:
+        e = e - np.einsum("rnk,nk->rk", jac, d)
+    if n >= r:
+        a = np.ascontiguousarray(np.einsum("rnk,snk->rsk", jac, jac))
+        a.reshape(r * r, k)[:: r + 1] += w  # the diagonal
+        s = np.einsum("rnk,rk->nk", jac, spd_solve(a, e))
+    else:
+        a = np.ascontiguousarray(np.einsum("rnk,rpk->npk", jac, jac))
+        a.reshape(n * n, k)[:: n + 1] += w
+        s = spd_solve(a, np.einsum("rnk,rk->nk", jac, e))
+    return s if d is None else s + d
+
+
+def spd_solve(a: Array, b: Array) -> Array:
+    """``x`` with ``a x = b`` for symmetric positive definite ``a`` (r, r, k), ``b``
+    (r, k), batch last: a Cholesky factorisation vectorised over the batch (a pivot
+    that is not positive is replaced by a tiny one: the damping keeps it rare)."""
+    r, k = a.shape[0], a.shape[-1]
+    if k < 128:  # small batches: LAPACK's per-matrix solve costs less than r^3/6 numpy calls
+        try:
+            sol = np.linalg.solve(a.transpose(2, 0, 1), b.T[..., None])[..., 0].T
+            return cast(Array, sol)
+        except np.linalg.LinAlgError:
+            pass  # a singular matrix: the factorisation below replaces its pivot
+    low: list[list[Array]] = [[] for _ in range(r)]
+    tiny = 1e-300
+    for i in range(r):
+        for j in range(i + 1):
+            acc = a[i, j]
+            for t in range(j):
+                acc = acc - low[i][t] * low[j][t]
+            if i == j:
+                low[i].append(np.sqrt(np.maximum(acc, tiny)))
+            else:
+                low[i].append(acc / low[j][j])
+    y: list[Array] = []
+    for i in range(r):
+        acc = b[i]
+        for t in range(i):
+            acc = acc - low[i][t] * y[t]
+        y.append(acc / low[i][i])
+    x: list[Array] = [y[0]] * r
+    for i in range(r - 1, -1, -1):
+        acc = y[i]
+        for t in range(i + 1, r):
+            acc = acc - low[t][i] * x[t]
+        x[i] = acc / low[i][i]
+    return np.stack(x)
+
+

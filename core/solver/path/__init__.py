@@ -1,0 +1,8 @@
+"""Flip-free trajectories on the robust LM: ``search`` (what a trajectory's search
+shares), ``candidates`` (grid tracks over the self-motion), ``ladder`` (the lazy
+least-motion path), ``fill`` (every frame of it), ``plan`` (``solve_path``)."""
+
+from .plan import solve_path
+from .search import PathResult
+
+__all__ = ["PathResult", "solve_path"]

@@ -1,0 +1,279 @@
+"""Candidates per coarse frame: tracks that sample a trajectory's solutions.
+
+On a redundant chain (more solved columns than counted error rows) a few columns are
+locked in turn, each on a grid of values over its range; every cell holds a track in
+which the other columns solve the rest. All tracks advance together, one batch per
+coarse frame, from their linear extrapolation, pulled toward their previous solution
+(least motion). Dead cells grow back from live tracks whose value of the locked column is
+near (the self-motion manifold grown along itself, each grid filling in where another
+folds) and from random restarts now and then. Segments of the coarse frames are tracked
+side by side (lanes) both ways where the self-motion has one dimension; with more a grid
+cell is not a point, lanes would meet where their tracks differ, and the whole clip is
+one lane. Without redundancy the cells are the branches found by restarts. Frames:
+world; coordinates rad and m.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+from numpy.typing import NDArray
+
+from ..lm.problem import Index
+from ..lm.starts import random_starts
+from .search import Search
+
+Array = NDArray[np.float64]
+
+CANDIDATES = 1  # tracks per grid cell
+BRANCHES = 4  # tracks of a chain without redundancy (no grid)
+LANES = 8  # segments of the coarse frames tracked side by side
+SEED_ROWS = 4  # random starts per dead track at a lane's first frame
+RESEED_EVERY = 16  # coarse frames between random re-seeding of dead tracks
+RESEED_ROWS = 2  # random starts per dead track when re-seeding
+RESEED_CAP = 64  # random starts at most per re-seeding and lane
+RESEED_ITERATIONS = 20  # LM budget of a random start
+LATERAL_SWEEPS = 1  # rounds of growing dead cells from live tracks per frame
+LATERAL_SOURCES = 1  # live tracks each dead cell is tried from
+LATERAL_ITERATIONS = 8  # LM budget of a lateral start
+LATERAL_WAIT = 3  # coarse frames a cell that failed to grow waits
+
+
+class GridTracks:
+    """One pass of candidate tracks over a search's coarse frames (module docstring)."""
+
+    def __init__(self, search: Search) -> None:
+        self.search = search
+        self.opts = search.opts
+
+    def grid_tracks(self, stride: int, coarse_motion: float, lane_frames: int,
+                    start: Array | None = None, end: Array | None = None
+                    ) -> tuple[Index, Array, NDArray[np.bool_]]:  # fmt: skip
+        """Grid tracks through the coarse frames in lanes run side by side (one batch):
+        the coarse frames are cut into up to ``lanes`` segments (one segment when the
+        self-motion has more than one dimension: see below), each tracked forward
+        from its first frame and, with ``both_ways``, backward from its last (parts of
+        the self-motion that become reachable only later are followed back in time).
+        Every lane's tracks are candidates of the frames it passes; with ``start`` (n,),
+        a solution of frame 0, one more track follows it from there (no column locked),
+        and with ``end``, a solution of the last frame, one more back from there.
+        Returns the coarse frames (C,), coordinates (C, N, n) and converged (C, N)."""
+        o, sr = self.opts, self.search
+        frames = sr.coarse_frames(stride, coarse_motion)
+        probe = sr.seeds(0, 4)
+        frees = sr.free_columns(probe, 0, o.free_count)
+        c = len(frames)
+        # lanes meet where one lane's tracks reach the points the next one's start from:
+        # with a self-motion of one dimension a grid cell is a point (per branch), with
+        # more it is not, and the path would jump where lanes meet: one lane then
+        parts = max(1, min(LANES, (c - 1) // max(lane_frames, 1)))
+        if sr.redundancy() > 1:
+            parts = 1
+        bounds = np.linspace(0, c - 1, parts + 1).round().astype(int)
+        lanes: list[Index] = []
+        for p in range(parts):
+            seg = np.arange(bounds[p], bounds[p + 1] + 1)
+            lanes.append(seg)
+            if len(seg) > 1:  # both ways
+                lanes.append(seg[::-1])
+        anchors = [] if start is None else [(0, start)]
+        if end is not None and lanes[-1][0] == c - 1:  # a lane that starts at the end
+            anchors.append((len(lanes) - 1, end))
+        qs, oks = self.grid_pass(frames, lanes, frees, anchors)
+        return frames, qs, oks
+
+    def grid_pass(self, frames: Index, lanes: list[Index], frees: list[int],
+                  anchors: Sequence[tuple[int, Array]] = ()
+                  ) -> tuple[Array, NDArray[np.bool_]]:  # fmt: skip
+        """Coarse tracks along each lane (coarse indices into ``frames``, in order), all
+        lanes advancing together. On a redundant chain: for each free column in
+        ``frees``, one track per value of a grid over its range (that column locked, the
+        others solving the rest) and per branch, so that the self-motion is sampled where
+        any one column folds; otherwise ``branches`` tracks. Dead tracks grow back from
+        live ones of their lane and from random restarts now and then. Each of
+        ``anchors``, ``(lane, q)`` with ``q`` a solution of the lane's first coarse
+        frame, adds a slot that follows ``q`` along that lane (no column locked, never
+        grown back). Returns coordinates (C, N, n) and converged (C, N) (False where a
+        lane does not pass)."""
+        o, sr, model = self.opts, self.search, self.search.model
+        per = CANDIDATES if frees else BRANCHES
+        if frees:
+            g = o.grid
+            vals, cols = [], []
+            for c in frees:
+                lo, hi = sr.grid_lo[c], sr.grid_hi[c]
+                vals.append(lo + (np.arange(g) + 0.5) / g * (hi - lo))
+                cols.append(np.full(g, c))
+            value0 = np.repeat(np.concatenate(vals), per)
+            col0 = np.repeat(np.concatenate(cols), per)
+        else:
+            g = 1
+            value0 = np.zeros(per)
+            col0 = np.full(per, -1)
+        width = len(value0)  # slots per lane
+        nl = len(lanes)
+        cell_value, slot_col = np.tile(value0, nl), np.tile(col0, nl)
+        lane_of = np.repeat(np.arange(nl), width)
+        frozen = None
+        if frees:
+            frozen = np.zeros((len(slot_col), model.n), dtype=bool)
+            frozen[np.arange(len(slot_col)), slot_col] = True
+        extra = len(cell_value) + np.arange(len(anchors))  # the anchors' slots
+        if anchors:
+            count = len(anchors)
+            cell_value = np.append(cell_value, np.zeros(count))
+            slot_col = np.append(slot_col, np.full(count, -1))
+            lane_of = np.append(lane_of, [lane for lane, _ in anchors])
+            if frozen is not None:
+                frozen = np.vstack([frozen, np.zeros((count, model.n), dtype=bool)])
+        self.cells = (g, per, slot_col, cell_value, lane_of)
+        slots = len(cell_value)
+        self._wait = np.zeros(slots, dtype=int)  # lateral growth: not tried before this
+        self.growable = np.ones(slots, dtype=bool)  # dead slots that may grow back
+        q = np.zeros((slots, model.n))
+        ok = np.zeros(slots, dtype=bool)
+        prev = np.zeros_like(q)
+        for slot, (_, pose) in zip(extra, anchors, strict=True):
+            q[slot], prev[slot], ok[slot] = pose, pose, True
+            self.growable[slot] = False
+        qs = np.zeros((len(frames), slots, model.n))
+        oks = np.zeros((len(frames), slots), dtype=bool)
+        lengths = np.array([len(lane) for lane in lanes])
+        steps = int(lengths.max())
+        for i in range(steps):
+            sr.report(0.6 * i / steps)
+            running = i < lengths
+            at = np.array([lane[min(i, len(lane) - 1)] for lane in lanes])  # coarse index
+            slot_frame = frames[at][lane_of]
+            active = running[lane_of]
+            sweeps = LATERAL_SWEEPS
+            if i > 0:
+                # one batch: the live tracks from their extrapolation, and (grid) the
+                # first lateral sweep from the live tracks' previous solutions
+                alive = np.flatnonzero(ok & active)
+                lat, lat_starts = (self._lateral_rows(active, i, q, ok) if frees and sweeps
+                                   else (np.zeros(0, dtype=np.intp), np.zeros((0, model.n))))
+                if alive.size or lat.size:
+                    back = q[alive] - prev[alive] if i > 1 else 0.0
+                    pred = np.clip(q[alive] + back, model.lo, model.hi)
+                    rows = np.concatenate([alive, lat])
+                    start = np.vstack([pred, lat_starts])
+                    pull = np.vstack([q[alive], lat_starts])
+                    fz = None if frozen is None else frozen[rows]
+                    sol, good, _, _ = sr.lm(slot_frame[rows], start, pull, None, fz)
+                    prev[alive] = q[alive]
+                    q[alive], ok[alive] = sol[: alive.size], good[: alive.size]
+                    if lat.size:
+                        self._lateral_done(i, lat, sol[alive.size:], good[alive.size:],
+                                           q, ok, prev)
+                        sweeps -= 1
+            if frees:  # grow the alive cells into their dead neighbours
+                for _ in range(sweeps):
+                    if not self._lateral(slot_frame, active, i, q, ok, prev, frozen):
+                        break
+            if i % RESEED_EVERY == 0:
+                self._reseed(i, slot_frame, active, q, ok, prev, frozen)
+            for lane_i, lane in enumerate(lanes):
+                if i < len(lane):
+                    mine = slice(lane_i * width, (lane_i + 1) * width)
+                    qs[lane[i], mine], oks[lane[i], mine] = q[mine], ok[mine]
+            for slot, (lane_i, _) in zip(extra, anchors, strict=True):
+                if i < len(lanes[lane_i]):
+                    qs[lanes[lane_i][i], slot], oks[lanes[lane_i][i], slot] = q[slot], ok[slot]
+        return qs, oks
+
+    def _reseed(self, i: int, slot_frame: Index, active: NDArray[np.bool_], q: Array,
+                ok: NDArray[np.bool_], prev: Array, frozen: NDArray[np.bool_] | None
+                ) -> None:  # fmt: skip
+        """Random restarts for (a spread-out subset of) the dead active slots."""
+        sr = self.search
+        _, per, slot_col, cell_value, _ = self.cells
+        dead = np.flatnonzero(~ok & active & self.growable)
+        if dead.size == 0:
+            return
+        reps = RESEED_ROWS if i > 0 else SEED_ROWS
+        cap = RESEED_CAP * (1 + int(np.max(self.cells[4])))  # per lane
+        if dead.size * reps > cap:
+            dead = dead[np.linspace(0, dead.size - 1, cap // reps).astype(int)]
+        rows = np.repeat(dead, reps)
+        starts = random_starts(sr.model, rows.size, sr.rng, sr.problem.scale)
+        if frozen is not None:
+            starts[np.arange(rows.size), slot_col[rows]] = cell_value[rows]
+        fz = None if frozen is None else frozen[rows]
+        sol, good, _, _ = sr.lm(slot_frame[rows], starts, None, RESEED_ITERATIONS, fz)
+        self._assign(rows, sol, good, q, ok, prev, per)
+
+    @staticmethod
+    def _assign(rows: Index, sol: Array, good: NDArray[np.bool_], q: Array,
+                ok: NDArray[np.bool_], prev: Array, per: int) -> bool:  # fmt: skip
+        """Give each dead slot in ``rows`` one converged solution of its row, distinct
+        (> 0.05) from the other live slots of its cell; True when any slot came alive."""
+        grew = False
+        for j in np.flatnonzero(good):
+            d = int(rows[j])
+            if ok[d]:
+                continue
+            cell = range(d - d % per, d - d % per + per)
+            if all(not ok[t] or np.max(np.abs(sol[j] - q[t])) > 0.05 for t in cell):
+                q[d], ok[d], prev[d] = sol[j], True, sol[j]
+                grew = True
+        return grew
+
+    def _lateral_rows(self, active: NDArray[np.bool_], i: int, q: Array,
+                      ok: NDArray[np.bool_]) -> tuple[Index, Array]:  # fmt: skip
+        """Lateral starts: each dead slot (not waiting) from the live slots of its lane
+        (of any free column) whose value of its locked column is nearest its cell's
+        value (within one and a half cells), that column moved onto the cell. Returns
+        the dead slots (one per start) and the starts."""
+        g, per, slot_col, cell_value, lane_of = self.cells
+        dead = np.flatnonzero(~ok & active & (self._wait <= i) & self.growable)
+        live = np.flatnonzero(ok & active)
+        if dead.size == 0 or live.size == 0:
+            return np.zeros(0, dtype=np.intp), np.zeros((0, self.search.model.n))
+        lo, hi = self.search.grid_lo[slot_col[dead]], self.search.grid_hi[slot_col[dead]]
+        width = (hi - lo) / g
+        sources = LATERAL_SOURCES
+        take = np.zeros((dead.size, sources), dtype=np.intp)  # indices into ``live``
+        near = np.zeros((dead.size, sources), dtype=bool)
+        dead_lane, live_lane = lane_of[dead], lane_of[live]
+        for lane in np.unique(dead_lane):  # sources from the same lane only
+            dm, lm = dead_lane == lane, np.flatnonzero(live_lane == lane)
+            if lm.size == 0:
+                continue
+            d = dead[dm]
+            gap = np.abs(q[live[lm]][:, slot_col[d]].T - cell_value[d][:, None])  # (D, L)
+            if sources == 1:  # the nearest: the first of the smallest
+                t = gap.argmin(axis=1)[:, None]
+            else:
+                t = np.argsort(gap, axis=1, kind="stable")[:, :sources]
+            take[dm, :t.shape[1]] = lm[t]
+            near[dm, :t.shape[1]] = np.take_along_axis(gap, t, axis=1) <= \
+                1.5 * width[dm][:, None]
+        rows = np.repeat(dead, take.shape[1])[near.ravel()]
+        starts = q[live[take.ravel()[near.ravel()]]].copy()
+        starts[np.arange(rows.size), slot_col[rows]] = cell_value[rows]
+        return rows, starts
+
+    def _lateral_done(self, i: int, rows: Index, sol: Array, good: NDArray[np.bool_],
+                      q: Array, ok: NDArray[np.bool_], prev: Array) -> bool:  # fmt: skip
+        """Give the lateral solutions to their dead slots; a slot that failed waits
+        ``lateral_wait`` coarse frames. True when any slot came alive."""
+        grew = self._assign(rows, sol, good, q, ok, prev, self.cells[1])
+        tried = np.unique(rows)
+        self._wait[tried[~ok[tried]]] = i + LATERAL_WAIT
+        return grew
+
+    def _lateral(self, slot_frame: Index, active: NDArray[np.bool_], i: int, q: Array,
+                 ok: NDArray[np.bool_], prev: Array, frozen: NDArray[np.bool_] | None
+                 ) -> bool:  # fmt: skip
+        """One sweep of lateral growth (:meth:`_lateral_rows`) at the current frame: the
+        self-motion manifold grown along itself, each grid filling in where another
+        folds. True when any slot came alive."""
+        rows, starts = self._lateral_rows(active, i, q, ok)
+        if rows.size == 0:
+            return False
+        fz = None if frozen is None else frozen[rows]
+        sol, good, _, _ = self.search.lm(slot_frame[rows], starts, None, LATERAL_ITERATIONS, fz)
+        return self._lateral_done(i, rows, sol, good, q, ok, prev)
+

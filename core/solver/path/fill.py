@@ -1,0 +1,143 @@
+"""Every frame of a chosen path: its edges filled by bisection, and frames left
+unconverged solved again for their closest approach. Coordinates rad and m; errors m
+and rad."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import NDArray
+
+from ..lm.loop import levenberg_marquardt
+from .search import Search
+
+Array = NDArray[np.float64]
+
+FILL_LEVELS = 1  # bisection levels of a fill (midpoints) before the rest at once
+# LM runs that may converge slowly (a closest approach, a continuation from a nearby
+# pose) stop only when their error has not halved in this many iterations
+SLOW_STALL_WINDOW = 10
+
+
+@dataclass
+class Fill:
+    """An edge's frames, filled by bisection: coordinates (L + 1, n) from its first frame
+    ``first``, converged, errors (L + 1, m) (m, rad), which frames are known yet, and
+    the bisection levels done."""
+
+    first: int
+    q: Array
+    conv: NDArray[np.bool_]
+    pe: Array
+    re: Array
+    have: NDArray[np.bool_]
+    level: int = 0
+
+    @property
+    def done(self) -> bool:
+        return bool(self.have.all())
+
+
+class Filler:
+    """Fills edges and approaches unreachable frames on a :class:`~.search.Search`."""
+
+    def __init__(self, search: Search) -> None:
+        self.search = search
+
+    def start_fill(self, a: int, b: int, qa: Array, qb: Array) -> Fill:
+        """The fill of an edge from frame ``a`` at ``qa`` to frame ``b`` at ``qb`` (n,)
+        (rad, m): its ends known, nothing between yet."""
+        model = self.search.model
+        n, m = model.n, len(model.effectors)
+        q = np.zeros((b - a + 1, n))
+        # the end as the coordinates nearest the start (a hinge without limits: the
+        # nearest turn; a rotation vector: the nearer one)
+        q[0], q[-1] = qa, model.nearest(qa[None], qb[None])[0]
+        have = np.zeros(b - a + 1, dtype=bool)
+        have[0] = have[-1] = True
+        return Fill(a, q, np.ones(b - a + 1, dtype=bool), np.zeros((b - a + 1, m)),
+                     np.zeros((b - a + 1, m)), have)
+
+    def advance(self, fills: list[Fill]) -> None:
+        """One bisection level of every unfinished fill, all in one batched LM call: the
+        midpoint of each gap for the first ``fill_levels`` levels, then every frame left
+        at once. Each frame starts from the straight line between its known neighbours
+        and is pulled toward it in the null space."""
+        rows, inits, where = [], [], []
+        for fl in fills:
+            ks = np.flatnonzero(fl.have)
+            gaps = np.flatnonzero(np.diff(ks) > 1)
+            level, fl.level = fl.level, fl.level + 1
+            if gaps.size == 0:
+                continue
+            if level < FILL_LEVELS:  # the midpoint of each gap
+                lft, rgt = ks[gaps], ks[gaps + 1]
+                mids = (lft + rgt) // 2
+            else:  # every frame left, each between its known neighbours
+                mids = np.flatnonzero(~fl.have)
+                nxt = np.searchsorted(ks, mids)
+                lft, rgt = ks[nxt - 1], ks[nxt]
+            t = ((mids - lft) / (rgt - lft))[:, None]
+            rows.append(fl.first + mids)
+            inits.append(fl.q[lft] + t * (fl.q[rgt] - fl.q[lft]))
+            where.append((fl, mids))
+        if not rows:
+            return
+        init = np.concatenate(inits)
+        sol, ok, p, r = self.search.lm(np.concatenate(rows), init, init)
+        at = 0
+        for fl, mids in where:
+            part = slice(at, at + len(mids))
+            fl.q[mids], fl.conv[mids], fl.pe[mids], fl.re[mids] = sol[part], ok[part], \
+                p[part], r[part]
+            fl.have[mids] = True
+            at += len(mids)
+
+    def fill_cost(self, fl: Fill) -> float:
+        """The edge's cost as far as its fill knows it: over each stretch between known
+        frames, ``L (d / L)^power`` (``d`` the largest column distance, ``L`` the frames
+        between), and 1e6 per known unconverged frame inside. A lower bound of the cost
+        of the finished fill (a sum of the largest column step per frame to the
+        ``power``; Jensen), and that cost itself once every frame is known."""
+        ks = np.flatnonzero(fl.have)
+        span = np.diff(ks).astype(float)
+        sr = self.search
+        known = fl.q[ks]
+        d = sr.steps(known[:-1], known[1:]) if sr.charted else \
+            np.max(np.abs(np.diff(known[:, sr.solved], axis=0)), axis=1, initial=0.0)
+        return float(np.sum(span * (d / span) ** sr.opts.power)
+                     + 1e6 * np.count_nonzero(~fl.conv[ks[1:-1]]))
+
+    def closest(self, q: Array, conv: NDArray[np.bool_], pe: Array, re: Array,
+                keep_first: bool) -> None:  # fmt: skip
+        """Frames left unconverged (out of reach, or missed): each stretch of them solved
+        again in order, every frame from the one before (the first from its own value),
+        for the closest approach; an answer replaces the frame's where its error is
+        smaller. All stretches advance together; ``q`` (F, n) coordinates (rad, m),
+        ``conv``, ``pe`` (m) and ``re`` (rad) (F, m) in place. ``keep_first``: frame 0 is
+        given (a start) and stays."""
+        bad = np.flatnonzero(~conv)
+        if keep_first:
+            bad = bad[bad > 0]
+        if bad.size == 0:
+            return
+        cut = np.flatnonzero(np.diff(bad) > 1)
+        first = bad[np.r_[0, cut + 1]]
+        length = bad[np.r_[cut, bad.size - 1]] - first + 1
+        sr = self.search
+        model, problem = sr.model, sr.problem
+        badness = problem.badness
+        for j in range(int(length.max())):
+            rows = first[length > j] + j
+            init = q[np.maximum(rows - 1, 0)].copy()
+            init[rows == 0] = q[0]
+            res = levenberg_marquardt(model, problem, init, sr.settings.max_iterations,
+                                      rows=rows, stall_window=SLOW_STALL_WINDOW)
+            np.add.at(sr.work, rows, res.iterations)
+            now = levenberg_marquardt(model, problem, q[rows], 0, rows=rows)
+            better = badness(res.position_error, res.orientation_error, res.pole_error) < \
+                badness(now.position_error, now.orientation_error, now.pole_error)
+            take = rows[better]
+            q[take], conv[take] = res.q[better], res.converged[better]
+            pe[take], re[take] = res.position_error[better], res.orientation_error[better]

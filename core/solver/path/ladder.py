@@ -1,0 +1,192 @@
+"""The least-motion path through a trajectory's candidates, searched lazily: dynamic
+programming over the ladder graph (as ROS-Industrial's Descartes planner does over IK
+solutions), for the least sum of the ``power``-th power of the largest column step per
+frame (nearly least-max).
+An edge's first cost is a lower bound from its ends; every edge of the path chosen is
+then taken one bisection level further (all in one batch), the lower bound its known
+frames now give replaces its cost (exact once it is filled), and the path is chosen
+again until every edge of it has been filled: a branch switch hidden between two coarse
+frames shows in its fill and is avoided, and an edge the search leaves behind has cost a
+midpoint, not every frame. Coordinates rad and m."""
+
+from __future__ import annotations
+
+import numpy as np
+from numpy.typing import NDArray
+
+from ..kinematics import ROTVEC, BatchedKinematics
+from ..lm.loop import levenberg_marquardt, on_target
+from ..lm.problem import Index
+from ..lm.starts import t_pose
+from .candidates import GridTracks
+from .fill import Fill, Filler
+from .search import PathResult, Search, frame_steps, jump_frames
+
+Array = NDArray[np.float64]
+
+
+class Ladder:
+    """Dynamic programming over the ladder graph: per coarse frame the candidate of the
+    path of least summed edge cost (``edges`` from :func:`edge_costs`, entry i
+    (to, from) into coarse frame i, measured costs written over the estimates) and node
+    ``penalty`` (per coarse frame and node: 1e6 for an unconverged one, else 0). The
+    forward pass is kept between rounds: after :meth:`touch` (i) it is redone from
+    coarse frame i on only."""
+
+    def __init__(self, edges: list[Array], nodes: list[Index], penalty: list[Array]) -> None:
+        self.edges, self.nodes, self.penalty = edges, nodes, penalty
+        self.cost: list[Array] = [penalty[0]] * len(nodes)  # least cost into each node
+        self.back: list[Index] = [np.zeros(0, dtype=np.intp)] * len(nodes)
+        self.dirty = 1  # the first coarse frame whose forward pass is out of date
+        self.rows = [np.arange(len(nd)) for nd in nodes]
+
+    def touch(self, i: int) -> None:
+        """The costs of edges into coarse frame ``i`` have changed."""
+        self.dirty = min(self.dirty, i)
+
+    def path(self) -> Index:
+        """Per coarse frame the chosen candidate (C,)."""
+        c = len(self.nodes)
+        for i in range(self.dirty, c):
+            total = self.edges[i] + self.cost[i - 1]  # (to, from)
+            best = total.argmin(axis=1)
+            self.back[i] = best
+            self.cost[i] = total[self.rows[i], best] + self.penalty[i]
+        self.dirty = c
+        pos = int(np.argmin(self.cost[-1]))
+        path = np.zeros(c, dtype=int)
+        for i in range(c - 1, -1, -1):
+            path[i] = self.nodes[i][pos]
+            if i > 0:
+                pos = int(self.back[i][pos])
+        return path
+
+
+def live_nodes(qs: Array, oks: NDArray[np.bool_]) -> list[Index]:
+    """Per coarse frame the candidates kept in the graph: converged ones, one of each
+    group equal to 1e-4 (both passes and neighbouring cells often agree); every
+    candidate where none converged (the frame is then unreachable)."""
+    out = []
+    for q, ok in zip(qs, oks, strict=True):
+        live = np.flatnonzero(ok)
+        if live.size == 0:
+            out.append(np.arange(len(ok)))
+            continue
+        _, first = np.unique(np.round(q[live] * 1e4), axis=0, return_index=True)
+        out.append(live[np.sort(first)])
+    return out
+
+
+def edge_costs(model: BatchedKinematics, solved: NDArray[np.bool_], qs: Array, idx: Index,
+               nodes: list[Index], power: float) -> list[Array]:  # fmt: skip
+    """Per transition into coarse frame i (i >= 1) the estimated cost of every edge
+    between its ``nodes`` (to, from): ``L (d / L)^power`` from the ends' largest motion
+    ``d`` of a ``solved`` column over its ``L`` frames (the nearest way: a hinge without
+    limits by the nearest turn, a rotation vector by its nearer vector), a lower bound of
+    what filling the edge can measure (entry 0 is unused)."""
+    out = [np.zeros((0, 0))]
+    rotvec = bool(np.any(model.kinds == ROTVEC))
+    for i in range(1, len(idx)):
+        span = float(max(idx[i] - idx[i - 1], 1))
+        a, b = qs[i][nodes[i]], qs[i - 1][nodes[i - 1]]
+        if rotvec:  # charts with other vectors of one rotation: the model's difference
+            pa = np.repeat(a, len(b), axis=0)
+            pb = np.tile(b, (len(a), 1))
+            d = np.abs(model.difference(pb, pa)[:, solved])
+            step = d.max(axis=1, initial=0.0).reshape(len(a), len(b))
+        else:
+            step = np.zeros((len(a), len(b)))
+            for c in np.flatnonzero(solved):
+                dc = a[:, None, c] - b[None, :, c]
+                if model.wraps[c]:  # a hinge without limits: the nearest turn
+                    dc = (dc + np.pi) % (2 * np.pi) - np.pi
+                np.maximum(step, np.abs(dc), out=step)
+        out.append((span * (step / span) ** power).astype(np.float32))  # half the memory
+    return out
+
+
+def ladder_path(search: Search, stride: int, coarse_motion: float, lane_frames: int,
+                start: Array | None = None, end: Array | None = None) -> PathResult:
+    """The path through grid tracks of coarse frames (``stride``, ``coarse_motion``,
+    ``lane_frames``: :class:`~.candidates.GridTracks`) from ``start`` (n,) (else from the
+    T-pose when it is on the first target) and to ``end`` (n,) when given, every frame
+    filled, unconverged frames approached as closely as the LM gets."""
+    model, problem, opts = search.model, search.problem, search.opts
+    f = search.frames
+    m = len(model.effectors)
+    if f == 0:
+        return PathResult(np.zeros((0, model.n)), np.zeros(0, dtype=bool),
+                          np.zeros((0, m)), np.zeros((0, m)), [], np.zeros(0, dtype=np.int64))
+    if not search.solved.any():  # every column held: nothing to search, only errors to take
+        every = np.arange(f)
+        q = problem.hold(np.zeros((f, model.n)), every)
+        res = levenberg_marquardt(model, problem, q, 0, rows=every)
+        return PathResult(q, res.converged, res.position_error, res.orientation_error, [],
+                          search.work)
+    if start is None:  # a T-pose already on the first target is where the path starts
+        tpose = t_pose(model)
+        if on_target(model, problem, tpose[None], np.zeros(1, dtype=np.intp))[0]:
+            start = tpose
+    if start is not None:  # the ends given carry their frames' held values
+        start = problem.hold(start[None], np.zeros(1, dtype=np.intp))[0]
+    if end is not None:
+        end = problem.hold(end[None], np.array([f - 1]))[0]
+    idx, qs, oks = GridTracks(search).grid_tracks(max(stride, 1), coarse_motion, lane_frames,
+                                                  start, end)
+    filler = Filler(search)
+    nodes = live_nodes(qs, oks)
+    if start is not None:  # the path leaves frame 0 from ``start`` only
+        qs[0, 0], oks[0, 0] = start, True
+        nodes[0] = np.zeros(1, dtype=np.intp)
+    if end is not None and len(idx) > 1:  # and reaches the last frame at ``end`` only
+        qs[-1, 0], oks[-1, 0] = end, True
+        nodes[-1] = np.zeros(1, dtype=np.intp)
+    where = [{int(k): j for j, k in enumerate(nd)} for nd in nodes]
+    costs = edge_costs(model, search.solved, qs, idx, nodes, opts.power)
+    ladder = Ladder(costs, nodes,
+                    [np.where(ok[nd], 0.0, 1e6) for ok, nd in zip(oks, nodes, strict=True)])
+    fills: dict[tuple[int, int, int], Fill] = {}
+    edges: list[tuple[int, int, int]] = []
+    for round_ in range(opts.path_rounds):
+        search.report(0.6 + 0.4 * round_ / max(opts.path_rounds, 1))
+        path = ladder.path()
+        edges = [(i, int(path[i - 1]), int(path[i])) for i in range(1, len(idx))]
+        for i, a, b in edges:
+            if (i, a, b) not in fills:
+                fills[(i, a, b)] = filler.start_fill(int(idx[i - 1]), int(idx[i]),
+                                                     qs[i - 1, a], qs[i, b])
+        todo = [e for e in edges if not fills[e].done]
+        if not todo:
+            break
+        filler.advance([fills[e] for e in todo])
+        for e in todo:
+            i, frm, to = e
+            costs[i][where[i][to], where[i - 1][frm]] = filler.fill_cost(fills[e])
+            ladder.touch(i)
+    left = [fills[e] for e in edges if not fills[e].done]
+    while left:  # out of rounds: finish the path chosen last
+        filler.advance(left)
+        left = [fl for fl in left if not fl.done]
+    n = model.n
+    q, conv = np.zeros((f, n)), np.zeros(f, dtype=bool)
+    pe, re = np.zeros((f, m)), np.zeros((f, m))
+    for e in edges:
+        fl = fills[e]
+        lo_f, hi_f = fl.first, fl.first + len(fl.q) - 1
+        q[lo_f:hi_f + 1], conv[lo_f:hi_f + 1] = fl.q, fl.conv
+        pe[lo_f:hi_f + 1], re[lo_f:hi_f + 1] = fl.pe, fl.re
+    if len(idx) == 1:
+        q[0] = qs[0, int(np.argmax(oks[0]))]
+    if search.wrap.any():  # segments may end a whole turn apart: join them
+        q[:, search.wrap] = np.unwrap(q[:, search.wrap], axis=0)
+    # the coarse frames' own errors and convergence; a coarse frame no candidate reached
+    # may hold a slot that never lived: every frame within the limits, its held values in
+    q[idx] = problem.hold(np.clip(q[idx], model.lo, model.hi), idx)
+    final = levenberg_marquardt(model, problem, q[idx], 0, rows=idx)
+    conv[idx], pe[idx], re[idx] = final.converged, final.position_error, \
+        final.orientation_error
+    if not conv.all():
+        filler.closest(q, conv, pe, re, start is not None)
+    search.report(1.0)
+    jumps = jump_frames(frame_steps(model, q, search.solved), opts.flip_factor)
+    return PathResult(q, conv, pe, re, [int(j) for j in jumps], search.work)

@@ -1,0 +1,213 @@
+"""What every part of a trajectory's search shares: the problem of its frames, its LM
+runs (with the work they cost per frame), seeds, coarse frames and the self-motion's
+dimension. Frames: world; units: metres, radians."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from ..kinematics import REVOLUTE, ROTVEC, BatchedKinematics
+from ..lm.loop import levenberg_marquardt
+from ..lm.poles import PoleSet
+from ..lm.problem import Index, Problem, rotvec, search_limits
+from ..lm.starts import cold_start, random_starts
+from ..settings import RobustOptions, SolverSettings
+
+Array = NDArray[np.float64]
+
+TRACK_ITERATIONS = 15  # LM budget of a tracking step or a fill level
+SEED_ITERATIONS = 60  # LM budget of a seed's restart
+
+
+class Search:
+    """A trajectory's frames as one batch of problems (``targets`` (F, m, 4, 4), world
+    m; ``held`` (F, n)), with per frame the LM iterations spent on it (``work``)."""
+
+    def __init__(self, model: BatchedKinematics, targets: ArrayLike,
+                 weights: Sequence[tuple[float, float]] | None,
+                 settings: SolverSettings | None, options: RobustOptions,
+                 held: ArrayLike | None = None, poles: PoleSet | None = None
+                 ) -> None:  # fmt: skip
+        self.model = model
+        self.opts = options
+        self.problem = Problem(model, targets, weights, settings, options, held, poles)
+        self.settings = self.problem.settings
+        self.solved = ~model.held  # the columns the path's motion is measured on
+        self.frames = self.problem.count
+        self.work = np.zeros(self.frames, dtype=np.int64)  # LM iterations per frame
+        self.rng = np.random.default_rng(options.seed)
+        lo, hi = search_limits(model)
+        finite = np.isfinite(lo) & np.isfinite(hi)
+        self.mid = 0.5 * (np.where(finite, lo, 0.0) + np.where(finite, hi, 0.0))
+        self.finite = finite
+        # the range a locked column is gridded over: its limits, or a turn for a hinge
+        # or rotation-vector coordinate without limits (sliders without limits are never
+        # locked)
+        turn = (model.kinds == REVOLUTE) | (model.kinds == ROTVEC)
+        self.grid_lo = np.where(finite, np.where(finite, lo, 0.0), np.where(turn, -np.pi, 0.0))
+        self.grid_hi = np.where(finite, np.where(finite, hi, 0.0), np.where(turn, np.pi, 0.0))
+        self.grid_ok = (finite | turn) & ~model.held
+        self.wrap = model.wraps  # hinges without limits (held columns keep their values)
+        # charts whose coordinates jump between equivalent values (rotation vectors):
+        # motion is measured the nearest way (``model.difference``)
+        self.charted = bool(np.any(model.kinds == ROTVEC))
+        self.progress: Callable[[float], None] | None = None  # told fractions of the solve
+        self.span = (0.0, 1.0)  # the share of the whole solve this search is
+        self._told = 0.0
+
+    def report(self, fraction: float) -> None:
+        """Tell ``progress`` that ``fraction`` of this search is done (never backward)."""
+        if self.progress is None:
+            return
+        lo, hi = self.span
+        at = lo + (hi - lo) * min(max(fraction, 0.0), 1.0)
+        if at >= self._told:
+            self._told = at
+            self.progress(at)
+
+    def lm(self, rows: Index, start: Array, pull: Array | None, budget: int | None = None,
+           frozen: NDArray[np.bool_] | None = None
+           ) -> tuple[Array, NDArray[np.bool_], Array, Array]:  # fmt: skip
+        """The LM on frames ``rows`` from ``start`` (k, n), pulled toward ``pull``:
+        coordinates, converged and each effector's errors (m, rad); the iterations
+        are counted on the frames."""
+        res = levenberg_marquardt(self.model, self.problem, start,
+                                  min(budget or TRACK_ITERATIONS, self.settings.max_iterations),
+                                  rows=rows, pull=pull, frozen=frozen)
+        np.add.at(self.work, rows, res.iterations)
+        return res.q, res.converged, res.position_error, res.orientation_error
+
+    def steps(self, a: Array, b: Array) -> Array:
+        """Per pair of rows the largest motion of a solved column (k,) from ``a`` to
+        ``b`` (k, n), the nearest way (rad, m)."""
+        d = self.model.difference(a, b)[:, self.solved]
+        return np.max(np.abs(d), axis=1, initial=0.0)
+
+    def seeds(self, frame: int, count: int, keep: Array | None = None) -> Array:
+        """Up to ``count`` distinct converged solutions of ``frame`` from restarts (far
+        from ``keep``'s rows first); may be fewer (none when none converged)."""
+        starts = random_starts(self.model, 16, self.rng, self.problem.scale)
+        if keep is None:
+            starts = np.vstack([cold_start(self.model)[None], starts])
+        rows = np.full(len(starts), frame)
+        q, ok, _, _ = self.lm(rows, starts, None, SEED_ITERATIONS)
+        sols = q[ok]
+        chosen: list[Array] = [] if keep is None else list(keep)
+        base = len(chosen)
+        if keep is None and len(sols):  # first: the one farthest from the limits
+            chosen.append(sols[int(np.argmax(self.margin(sols)))])
+        while len(chosen) - base < count and len(sols):
+            dist = np.min([np.max(np.abs(sols - c), axis=1) for c in chosen], axis=0) \
+                if chosen else np.full(len(sols), np.inf)
+            j = int(np.argmax(dist))
+            if dist[j] < 1e-3:
+                break
+            chosen.append(sols[j])
+        return np.array(chosen[base:]) if len(chosen) > base else np.zeros((0, self.model.n))
+
+    def margin(self, q: Array) -> Array:
+        """Per row: the smallest distance to a limit relative to the half-range (columns
+        without a range, or locked, do not count)."""
+        ranged = self.finite & (self.model.hi > self.model.lo)
+        half = np.where(ranged, 0.5 * (np.where(ranged, self.model.hi, 1.0)
+                                       - np.where(ranged, self.model.lo, -1.0)), np.inf)
+        return np.min(1.0 - np.abs(q - self.mid) / half, axis=1)
+
+    def motion(self) -> Array:
+        """Per step between frames (F-1,) the targets' motion: position over the chain's
+        length scale plus rotation angle (rad), the largest over the effectors."""
+        pr = self.problem
+        t_pos, t_rot = pr.rows.pos, pr.rows.rot
+        dp = np.linalg.norm(np.diff(t_pos, axis=-1), axis=1) / pr.scale  # (m, F-1)
+        rel = np.einsum("milk,mjlk->ijmk", t_rot[..., 1:], t_rot[..., :-1])
+        da = np.linalg.norm(rotvec(rel), axis=0)  # (m, F-1)
+        return np.max(dp + da, axis=0) if dp.size else np.zeros(0)
+
+    def coarse_frames(self, stride: int, coarse_motion: float) -> Index:
+        """Coarse frames: at most ``stride`` apart, closer where the targets move fast
+        (at most ``coarse_motion`` of :meth:`motion` apart)."""
+        move = self.motion()
+        frames, acc, last = [0], 0.0, 0
+        for f in range(1, self.frames):
+            acc += move[f - 1]
+            if f - last >= stride or acc >= coarse_motion or f == self.frames - 1:
+                frames.append(f)
+                acc, last = 0.0, f
+        return np.array(frames)
+
+    def redundancy(self) -> int:
+        """Solved columns beyond the counted error rows (3 per position, 3 per orientation
+        with a weight above 0, one per pole): the dimension of the self-motion, where it
+        is regular."""
+        return int(np.count_nonzero(self.solved)) - self.problem.counted_rows
+
+    def free_columns(self, sols: Array, frame: int, count: int) -> list[int]:
+        """Up to ``count`` columns to lock on a redundant chain (more columns than counted
+        error rows), judged at solutions ``sols`` (k, n) of ``frame``: those whose removal
+        leaves the best conditioned rest (largest smallest singular value, median over
+        the samples). Empty for a chain without redundancy. Sliders without limits are
+        never locked."""
+        solved = np.flatnonzero(self.solved)  # held columns never move
+        if self.redundancy() < 1 or len(sols) == 0:
+            return []
+        pr = self.problem
+        lin = pr.linearise(np.ascontiguousarray(sols.T),
+                           pr.rows.take(np.full(len(sols), frame)))
+        assert lin.jac is not None
+        counted = np.ones(len(lin.jac), dtype=bool)  # poles' rows count
+        counted[: len(pr.row_w)] = pr.row_w > 0  # a weight of 0 leaves its rows out
+        jw = (lin.jac * pr.col_scale[None, :, None])[counted][:, solved]
+        score = np.full(self.model.n, -1.0)
+        for k, c in enumerate(solved):
+            rest = np.delete(jw, k, axis=1)
+            score[c] = float(np.median([np.linalg.svd(rest[:, :, j], compute_uv=False)[-1]
+                                        for j in range(jw.shape[-1])]))
+        score[~self.grid_ok] = -1.0
+        order = [int(c) for c in np.argsort(-score, kind="stable") if score[c] > 0]
+        return order[:count]
+
+
+@dataclass
+class PathResult:
+    """Per frame: coordinates (F, n) (rad, m), converged (F,), each effector's errors
+    (F, m) (m, rad); ``jumps``: frames whose step from the previous frame is a jump that
+    no continuous path avoided (the target path forces it, as far as the search tells);
+    ``iterations`` (F,): the LM iterations spent on the frame over every pass (its
+    candidates, fills and retries), the work the frame cost."""
+
+    q: Array
+    converged: NDArray[np.bool_]
+    position_error: Array
+    orientation_error: Array
+    jumps: list[int] = field(default_factory=list)
+    iterations: NDArray[np.int64] = field(
+        default_factory=lambda: np.zeros(0, dtype=np.int64))
+
+
+def frame_steps(model: BatchedKinematics, q: Array, solved: NDArray[np.bool_]) -> Array:
+    """Per step into frame i + 1 (F-1,) the largest motion of a ``solved`` column, the
+    nearest way for charts with equivalent coordinates (rad, m)."""
+    if len(q) < 2:
+        return np.zeros(0)
+    if np.any(model.kinds == ROTVEC):
+        d = model.difference(q[:-1], q[1:])[:, solved]
+    else:
+        d = np.diff(q[:, solved], axis=0)
+    return np.max(np.abs(d), axis=1, initial=0.0)
+
+
+def jump_frames(steps: Array, factor: float, window: int = 10) -> Index:
+    """Frames whose step (``steps`` (F-1,), into frame i + 1) exceeds ``factor`` times the
+    median step of the ``window`` steps on each side (and 1e-4, rad or m: smaller steps
+    never show): a step out of line with its neighbours, not a fast stretch."""
+    if len(steps) == 0:
+        return np.zeros(0, dtype=np.intp)
+    padded = np.pad(steps, window, mode="edge")
+    near = np.lib.stride_tricks.sliding_window_view(padded, 2 * window + 1)
+    others = np.delete(near, window, axis=1)  # each step's neighbours, itself left out
+    local = np.median(others, axis=1)
+    return np.flatnonzero(steps > np.maximum(factor * local, 1e-4)) + 1
