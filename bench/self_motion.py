@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 from dhik.app.bake import EffectorTrack, simulate
 from dhik.app.formats import parse_skeleton
-from dhik.model.batched import BatchedModel
+from dhik.model.joint_space import BatchedModel
 from dhik.model.skeleton import Skeleton
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -183,13 +183,16 @@ class BatchedModel:
         self._rotvec = self.kinds == ROTVEC
         self._any_trig = bool((self.kinds == REVOLUTE).any())
         self._angle_rows = self.kinds == REVOLUTE
-        self._rotvec_starts = np.array([c for _, c, rv in self._spherical if rv], dtype=int)
+        # the first column of each rotation vector (an unlimited spherical joint)
+        self.rotvec_starts = np.array([c for _, c, rv in self._spherical if rv], dtype=int)
         # per column: a hinge angle without limits (within +-SEARCH_LIMIT rad), whose
         # value matters modulo a turn
         self.wraps = (self.kinds == REVOLUTE) & (np.abs(self.lo) > SEARCH_LIMIT) \
             & (np.abs(self.hi) > SEARCH_LIMIT) & ~self.held
-        self._path_cols = [np.flatnonzero(p) for p in self.paths]
-        self._path_prism = [np.flatnonzero(p & self._prismatic) for p in self.paths]
+        self._any_prismatic = bool(self._prismatic.any())
+        self._prismatic_cols = np.flatnonzero(self._prismatic)
+        self._full_path = [bool(p.all()) for p in self.paths]
+        self._path_mask = [p.astype(float)[None, :, None] for p in self.paths]  # (1, n, 1)
 
     # -- FK ------------------------------------------------------------------------------
     def _forward(self, q: Array, columns: bool) -> tuple[Array, Array, Array | None,
@@ -297,18 +300,22 @@ class BatchedModel:
         rot, pos, axes, origins = self._forward(q, True)
         assert axes is not None and origins is not None
         k, m = q.shape[1], len(self._eff)
-        jac = np.zeros((m, 6, self.n, k))
+        jac = np.empty((m, 6, self.n, k))
+        ax0, ax1, ax2 = axes[:, 0], axes[:, 1], axes[:, 2]  # (n, k) each
         for e in range(m):
-            cols = self._path_cols[e]
-            ax, d = axes[cols], pos[e][None] - origins[cols]  # (c, 3, k)
-            jac[e, 0, cols] = ax[:, 1] * d[:, 2] - ax[:, 2] * d[:, 1]
-            jac[e, 1, cols] = ax[:, 2] * d[:, 0] - ax[:, 0] * d[:, 2]
-            jac[e, 2, cols] = ax[:, 0] * d[:, 1] - ax[:, 1] * d[:, 0]
-            jac[e, 3:, cols] = ax  # mixed indexing: (c, 3, k)
-            sl = self._path_prism[e]
-            if sl.size:
-                jac[e, :3, sl] = axes[sl]
-                jac[e, 3:, sl] = 0.0
+            d = pos[e][None] - origins  # (n, 3, k): from each joint to the effector
+            d0, d1, d2 = d[:, 0], d[:, 1], d[:, 2]
+            out = jac[e]
+            np.subtract(ax1 * d2, ax2 * d1, out=out[0])
+            np.subtract(ax2 * d0, ax0 * d2, out=out[1])
+            np.subtract(ax0 * d1, ax1 * d0, out=out[2])
+            out[3], out[4], out[5] = ax0, ax1, ax2
+            if self._any_prismatic:  # a slider moves the effector along its axis
+                sl = self._prismatic_cols
+                out[0:3, sl] = axes[sl].transpose(1, 0, 2)
+                out[3:, sl] = 0.0
+            if not self._full_path[e]:  # columns off the effector's path do not move it
+                out *= self._path_mask[e]
         return rot, pos, jac
 
     def pose(self, q: Array) -> tuple[Array, Array]:
@@ -337,10 +344,10 @@ class BatchedModel:
     def recentre(self, q: Array) -> Array:
         """``q`` (n, k) with every rotation vector longer than ``charts.RECENTRE`` replaced
         by its rotation's shorter one (the same pose; a copy where anything changed)."""
-        if self._rotvec_starts.size == 0:
+        if self.rotvec_starts.size == 0:
             return q
         out = q
-        for c in self._rotvec_starts:
+        for c in self.rotvec_starts:
             v = q[c:c + 3]
             w = rotvec_recentred(v)
             if w is not v:
@@ -356,7 +363,7 @@ class BatchedModel:
         q = np.asarray(q, dtype=float)
         ref = np.broadcast_to(np.asarray(ref, dtype=float), q.shape)
         out = np.where(self.wraps, ref + (q - ref + np.pi) % (2 * np.pi) - np.pi, q)
-        for c in self._rotvec_starts:
+        for c in self.rotvec_starts:
             out[:, c:c + 3] = rotvec_near(ref[:, c:c + 3].T, q[:, c:c + 3].T).T
         return out
 

@@ -173,6 +173,7 @@ class BatchedKinematics(Protocol):
     hi: Array
     held: NDArray[np.bool_]  # columns whose values come from outside (per problem)
     wraps: NDArray[np.bool_]  # hinge angles without limits (their value modulo a turn)
+    rotvec_starts: NDArray[np.int_]  # first column of each rotation vector (ROTVEC triple)
 
     def pose_t(self, q: Array) -> tuple[Array, Array]:
         """``q`` (n, k) -> effector (then point) world rotations (m, 3, 3, k) and

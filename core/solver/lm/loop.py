@@ -47,14 +47,16 @@ class LMResult:
 def levenberg_marquardt(model: BatchedKinematics, problem: Problem, q0: Array,
                         budget: int, rows: Index | None = None, pull: Array | None = None,
                         pull_gain: float = 1.0, frozen: NDArray[np.bool_] | None = None,
-                        first_wins: bool = False, stall_window: int | None = None
-                        ) -> LMResult:  # fmt: skip
+                        first_wins: bool = False, stall_window: int | None = None,
+                        polish: bool = False) -> LMResult:  # fmt: skip
     """Run the LM from ``q0`` (k, n) for problems ``rows`` (default all, in order), at
     most ``budget`` iterations per row. ``pull`` (k, n): a reference the step is damped
     toward (its null-space part survives), ``pull_gain`` of the way. ``frozen`` (n,) for
     all rows or (k, n) per row: columns that keep their starting values. ``first_wins``:
     rows of the same problem (``rows``) stop once one of them has converged.
-    ``stall_window``: instead of the problem's ``options.stall_window``."""
+    ``stall_window``: instead of the problem's ``options.stall_window``. ``polish``:
+    converged rows keep iterating toward ``pull`` for the whole budget, a step kept when
+    the row stays converged."""
     opts = problem.options
     lo, hi = model.lo, model.hi
     q = np.ascontiguousarray(np.clip(np.asarray(q0, dtype=float), lo, hi).T)  # (n, k)
@@ -90,7 +92,7 @@ def levenberg_marquardt(model: BatchedKinematics, problem: Problem, q0: Array,
     hist = np.repeat(energy[None], window, axis=0)
     dead = np.zeros(k, dtype=bool)
     for it in range(budget):
-        act = np.flatnonzero(~conv & ~dead)
+        act = np.flatnonzero(~dead if polish else ~conv & ~dead)
         if act.size == 0:
             break
         every = act.size == k  # every row: no gathers, and no scatters when all accept
@@ -114,7 +116,7 @@ def levenberg_marquardt(model: BatchedKinematics, problem: Problem, q0: Array,
         assert lt.jac is not None
         en = 0.5 * np.einsum("rk,rk->k", lt.e, lt.e)
         ct = problem.converged(lt)
-        ok = (en < ena) | ct
+        ok = (en < ena) | ct if not polish else np.where(conv[sel], ct, (en < ena) | ct)
         if every and ok.all():
             q, e, energy, pe, re, po, conv = qt, lt.e, en, lt.pe, lt.re, lt.po, ct
             weighted = lt.jac

@@ -29,6 +29,7 @@ Array = NDArray[np.float64]
 CANDIDATES = 1  # tracks per grid cell
 BRANCHES = 4  # tracks of a chain without redundancy (no grid)
 LANES = 8  # segments of the coarse frames tracked side by side
+BOTH_WAYS = True  # each segment also tracked backward from its last frame
 SEED_ROWS = 4  # random starts per dead track at a lane's first frame
 RESEED_EVERY = 16  # coarse frames between random re-seeding of dead tracks
 RESEED_ROWS = 2  # random starts per dead track when re-seeding
@@ -75,7 +76,7 @@ class GridTracks:
         for p in range(parts):
             seg = np.arange(bounds[p], bounds[p + 1] + 1)
             lanes.append(seg)
-            if len(seg) > 1:  # both ways
+            if BOTH_WAYS and len(seg) > 1:
                 lanes.append(seg[::-1])
         anchors = [] if start is None else [(0, start)]
         if end is not None and lanes[-1][0] == c - 1:  # a lane that starts at the end

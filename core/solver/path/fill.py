@@ -80,7 +80,10 @@ class Filler:
                 lft, rgt = ks[nxt - 1], ks[nxt]
             t = ((mids - lft) / (rgt - lft))[:, None]
             rows.append(fl.first + mids)
-            inits.append(fl.q[lft] + t * (fl.q[rgt] - fl.q[lft]))
+            left = fl.q[lft]
+            right = self.search.model.nearest(left, fl.q[rgt]) if self.search.charted \
+                else fl.q[rgt]
+            inits.append(left + t * (right - left))
             where.append((fl, mids))
         if not rows:
             return

@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import NDArray
 
-from ..kinematics import ROTVEC, BatchedKinematics
+from ..kinematics import BatchedKinematics
 from ..lm.loop import levenberg_marquardt, on_target
 from ..lm.problem import Index
 from ..lm.starts import t_pose
@@ -85,22 +85,26 @@ def edge_costs(model: BatchedKinematics, solved: NDArray[np.bool_], qs: Array, i
     limits by the nearest turn, a rotation vector by its nearer vector), a lower bound of
     what filling the edge can measure (entry 0 is unused)."""
     out = [np.zeros((0, 0))]
-    rotvec = bool(np.any(model.kinds == ROTVEC))
+    triples = [int(c) for c in model.rotvec_starts if solved[c]]
+    in_triple = np.zeros(model.n, dtype=bool)
+    for c in model.rotvec_starts:
+        in_triple[c:c + 3] = True
     for i in range(1, len(idx)):
         span = float(max(idx[i] - idx[i - 1], 1))
         a, b = qs[i][nodes[i]], qs[i - 1][nodes[i - 1]]
-        if rotvec:  # charts with other vectors of one rotation: the model's difference
-            pa = np.repeat(a, len(b), axis=0)
-            pb = np.tile(b, (len(a), 1))
-            d = np.abs(model.difference(pb, pa)[:, solved])
-            step = d.max(axis=1, initial=0.0).reshape(len(a), len(b))
-        else:
-            step = np.zeros((len(a), len(b)))
-            for c in np.flatnonzero(solved):
-                dc = a[:, None, c] - b[None, :, c]
-                if model.wraps[c]:  # a hinge without limits: the nearest turn
-                    dc = (dc + np.pi) % (2 * np.pi) - np.pi
-                np.maximum(step, np.abs(dc), out=step)
+        step = np.zeros((len(a), len(b)))
+        for c in np.flatnonzero(solved & ~in_triple):
+            dc = a[:, None, c] - b[None, :, c]
+            if model.wraps[c]:  # a hinge without limits: the nearest turn
+                dc = (dc + np.pi) % (2 * np.pi) - np.pi
+            np.maximum(step, np.abs(dc), out=step)
+        for c in triples:  # a rotation vector: the nearer of its two vectors
+            va, vb = a[:, c:c + 3], b[:, c:c + 3]
+            t = np.linalg.norm(vb, axis=1, keepdims=True)
+            alt = vb * np.where(t > 1e-12, 1.0 - 2.0 * np.pi / np.maximum(t, 1e-12), 1.0)
+            d1 = np.abs(va[:, None] - vb[None]).max(axis=2)
+            d2 = np.abs(va[:, None] - alt[None]).max(axis=2)
+            np.maximum(step, np.minimum(d1, d2), out=step)
         out.append((span * (step / span) ** power).astype(np.float32))  # half the memory
     return out
 

@@ -19,6 +19,7 @@ from ..lm.loop import levenberg_marquardt
 from ..lm.poles import PoleSet
 from ..lm.problem import Problem
 from ..settings import RobustOptions, SolverSettings
+from .cheap import cheap_pass
 from .fill import SLOW_STALL_WINDOW
 from .ladder import ladder_path
 from .search import PathResult, Search, frame_steps
@@ -75,14 +76,22 @@ def solve_path(model: BatchedKinematics, targets: ArrayLike,
         return ladder_path(search, stride, motion, lane_frames, first, last)
 
     stride, motion, lane_frames = opts.stride, opts.coarse_motion, LANE_FRAMES
-    best = one_pass(stride, motion, lane_frames, (0.0, 1.0 if opts.retries < 1 else 0.6))
+    search = Search(model, targets, weights, settings, opts, held, poles)
+    search.progress, search.span = progress, (0.0, 0.2)
+    cheap = cheap_pass(search, stride, motion, first, last)
+    if cheap is not None:
+        if progress is not None:
+            progress(1.0)
+        return cheap
+    best = one_pass(stride, motion, lane_frames, (0.2, 1.0 if opts.retries < 1 else 0.7))
+    best.iterations = best.iterations + search.work
     work = best.iterations
     for r in range(opts.retries):
         if not best.jumps and best.converged.all():
             break
         stride, motion, lane_frames = max(stride // 2, 1), motion / 2, 2 * lane_frames
-        again = one_pass(stride, motion, lane_frames, (0.6 + 0.4 * r / opts.retries,
-                                                       0.6 + 0.4 * (r + 1) / opts.retries))
+        again = one_pass(stride, motion, lane_frames, (0.7 + 0.3 * r / opts.retries,
+                                                       0.7 + 0.3 * (r + 1) / opts.retries))
         work = work + again.iterations  # the pass not kept was work too
         if _score(model, again) < _score(model, best):
             best = again

@@ -1,0 +1,116 @@
+"""The cheap pass of a trajectory: coarse frames tracked in order, every frame between
+filled, and the answer kept only where it is plainly continuous.
+
+Coarse frames (``Search.coarse_frames``) are solved in order, each from the one before
+(extrapolated) and pulled toward it (least motion), the first cold (``lm.solve_many``)
+or from the given start; every frame between two coarse frames then starts from the
+straight line between them and is pulled toward it (one batch for the whole clip).
+Where one track follows one continuous family of solutions (a ball-joint limb solved
+from rest, a chain without redundancy away from its singularities), this is the whole
+answer at a few LM rows a frame. It is given up (None: the planner searches,
+``plan.solve_path``) as soon as a coarse frame is lost, and after the fill when a step
+is a jump, a frame between two reached coarse frames is missed, or the largest step
+stands out of the clip's steps (more than ``SPIKE`` times their upper quartile: a
+stretch near a singularity or a fold that another branch may avoid). Coordinates rad
+and m.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numpy.typing import NDArray
+
+from ..lm.loop import levenberg_marquardt
+from ..lm.solve import solve_many
+from .fill import FILL_LEVELS, SLOW_STALL_WINDOW, Fill, Filler
+from .search import PathResult, Search, frame_steps, jump_frames
+
+Array = NDArray[np.float64]
+
+SPIKE = 2.0  # the largest step over the upper quartile of the steps, at most (see above)
+
+
+def cheap_pass(search: Search, stride: int, coarse_motion: float,
+               first: Array | None = None, last: Array | None = None
+               ) -> PathResult | None:  # fmt: skip
+    """The cheap pass over ``search``'s frames (module docstring), or None where it is
+    not the answer; ``first`` / ``last`` (n,): solutions the path must start / end at
+    (rad, m)."""
+    model, problem = search.model, search.problem
+    f, m = search.frames, len(model.effectors)
+    if f == 0 or not search.solved.any():
+        return None
+    idx = search.coarse_frames(max(stride, 1), coarse_motion)
+    qs = _chained(search, idx, first)
+    if qs is None:
+        return None
+    if last is not None and len(idx) > 1:  # the path must end there: it is the last track
+        near = model.difference(qs[-1][None], last[None])[0]
+        if np.max(np.abs(near[search.solved]), initial=0.0) > 1e-6:
+            return None
+    search.report(0.5)
+    filler = Filler(search)
+    fills: list[Fill] = []
+    for i in range(1, len(idx)):
+        fl = filler.start_fill(int(idx[i - 1]), int(idx[i]), qs[i - 1], qs[i])
+        fl.level = FILL_LEVELS  # every frame at once: no midpoints first
+        fills.append(fl)
+    filler.advance(fills)
+    search.report(0.8)
+    q, conv = np.zeros((f, model.n)), np.ones(f, dtype=bool)
+    pe, re = np.zeros((f, m)), np.zeros((f, m))
+    for fl in fills:
+        part = slice(fl.first, fl.first + len(fl.q))
+        q[part], conv[part], pe[part], re[part] = fl.q, fl.conv, fl.pe, fl.re
+    q[idx] = qs
+    final = levenberg_marquardt(model, problem, q[idx], 0, rows=idx)
+    conv[idx], pe[idx], re[idx] = final.converged, final.position_error, \
+        final.orientation_error
+    if not conv.all():  # every coarse frame was reached: a frame between was missed
+        return None
+    if search.wrap.any():  # the fills' ends were taken the nearest turn
+        q[:, search.wrap] = np.unwrap(q[:, search.wrap], axis=0)
+    steps = frame_steps(model, q, search.solved)
+    if len(jump_frames(steps, search.opts.flip_factor)):
+        return None
+    if len(steps) > 3 and steps.max() > SPIKE * np.percentile(steps, 75) + 1e-4:
+        return None
+    search.report(1.0)
+    return PathResult(q, conv, pe, re, [], search.work)
+
+
+def _chained(search: Search, idx: NDArray[np.intp], first: Array | None) -> Array | None:
+    """Coarse frames (C, n) solved in order, each from the one before (extrapolated),
+    pulled toward it (least motion); the first from ``first`` or a cold solve. None as
+    soon as a frame is not reached."""
+    model, problem = search.model, search.problem
+    n = model.n
+    qs = np.zeros((len(idx), n))
+    if first is not None:
+        qs[0] = problem.hold(first[None], np.zeros(1, dtype=np.intp))[0]
+    else:
+        pr = problem
+        one = solve_many(model, pr.targets[idx[:1]],
+                         [(float(a), float(b)) for a, b in zip(pr.wp, pr.wr, strict=True)],
+                         search.settings, search.opts,
+                         held=None if pr.held is None else pr.hold(np.zeros((1, n)), idx[:1]),
+                         poles=None if pr.poles is None else pr.poles.frames(idx[:1]))
+        search.work[0] += int(one.iterations[0])
+        if not one.converged[0]:
+            return None
+        qs[0] = one.q[0]
+    budget = search.settings.max_iterations
+    for i in range(1, len(idx)):
+        prev = qs[i - 1]
+        guess = prev if i < 2 else np.clip(
+            prev + model.difference(qs[i - 2][None], prev[None])[0], model.lo, model.hi)
+        q, ok, _, _ = search.lm(idx[i:i + 1], guess[None], prev[None], budget)
+        if not ok[0]:  # a long way: without the pull, and slower to give up
+            res = levenberg_marquardt(model, problem, prev[None], budget, rows=idx[i:i + 1],
+                                      stall_window=SLOW_STALL_WINDOW)
+            search.work[idx[i]] += int(res.iterations[0])
+            if not res.converged[0]:
+                return None
+            q = res.q
+        qs[i] = q[0]
+    return qs
