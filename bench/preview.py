@@ -1,16 +1,21 @@
-"""The add-on's live preview, timed per frame: run in the bpy venv.
+"""The add-on's live preview, timed: run in the bpy venv.
 
-Usage: ``.venv-bpy/bin/python bench/preview.py [skeleton.json targets.json] [--frames N]``
-(default: ``sample_scenes/arm7``, all of its 240 frames). In a fresh factory scene the
-skeleton and targets come in through the add-on (``dhik.import_skeleton``,
-``dhik.import_targets``), then ``scene.frame_set(f)`` is timed for every frame in order,
-twice: with ``scene.dhik.live_preview`` off (Blender's own frame change: the targets'
-animation) and on (the same plus the preview's handler: read the targets, one
-warm-started robust solve, the pose written, and Blender's second evaluation of the
-posed armature). The preview's cost is the difference. Every frame with the preview on is
-checked: the effector bone on its target (Blender's evaluated matrices) within the
-solver's tolerances. Prints a table (mean, median, p99 in milliseconds per frame); times
-vary with the machine and its load (about +-20 % here).
+Usage: ``.venv-bpy/bin/python bench/preview.py [skeleton.json targets.json] [--frames N]
+[--moves M] [--metarig CHAIN_LENGTH]`` (default: ``sample_scenes/arm7``, all of its 240
+frames). In a fresh factory scene the skeleton and targets come in through the add-on
+(``dhik.import_skeleton``, ``dhik.import_targets``). Timed, in one run:
+
+- a target dragged ``M`` times (its location moved by up to 2 cm, then
+  ``view_layer.update()``: the depsgraph handler), preview off and on: the preview's
+  update is the difference (reading the targets, a single-frame solve on the bake's
+  engine, the pose written);
+- the range planned (``preview.settle``: read as a bake reads it, solved by the bake's
+  engine), and planned again after the drags;
+- ``scene.frame_set(f)`` for every frame in order, preview off and on (the plan's poses).
+
+The effector is checked on every drag and planned frame (Blender's evaluated matrices
+against the target). Prints a table (mean, median, p99 in milliseconds); times vary with
+the machine and its load.
 """
 
 from __future__ import annotations
@@ -89,6 +94,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("files", nargs="*", default=[str(ROOT / "sample_scenes/arm7/skeleton.json"),
                                                     str(ROOT / "sample_scenes/arm7/targets.json")])
     parser.add_argument("--frames", type=int, default=0, help="first N frames (0: all)")
+    parser.add_argument("--moves", type=int, default=200, help="target drags timed")
     parser.add_argument("--metarig", type=int, metavar="CHAIN_LENGTH", default=None,
                         help="the Rigify human metarig's left hand instead of the files: an "
                              "Empty circling near the hand (position only), this chain length")
@@ -128,27 +134,64 @@ def main(argv: list[str]) -> int:
             within[0] += pe < s.position_tolerance and (
                 angle < s.orientation_tolerance or s.orientation_weight == 0.0)
 
+        pv = addon.dhik_addon.preview
+        scene.frame_set(frames[len(frames) // 2])
+        mover = target.parent if target.parent is not None else target
+        moves = [mover.location.copy()]
+        for k in range(1, args.moves + 1):  # small drags of the target, there and back
+            a = 2 * math.pi * k / args.moves
+            moves.append(moves[0] + type(moves[0])((0.02 * math.sin(a), 0.02 * math.sin(2 * a),
+                                                    0.01 * math.cos(a) - 0.01)))
+
+        def drag() -> list[float]:
+            out = []
+            for loc in moves[1:]:
+                mover.location = loc
+                t0 = time.perf_counter()
+                bpy.context.view_layer.update()  # the depsgraph handler: one update
+                out.append(time.perf_counter() - t0)
+                check(scene.frame_current)
+            mover.location = moves[0]
+            bpy.context.view_layer.update()
+            return out
+
+        off_drag = drag()
+        s.live_preview = True
+        t0 = time.perf_counter()
+        assert pv.settle(scene)
+        plan_s = time.perf_counter() - t0
+        solves = pv.solve_count(scene)
+        on_drag = drag()
+        solves = pv.solve_count(scene) - solves
+        t0 = time.perf_counter()
+        assert pv.settle(scene)  # the range planned again after the drags
+        replan_s = time.perf_counter() - t0
         scene.frame_set(frames[-1])
-        off = _times(frames, lambda _f: bpy.context.evaluated_depsgraph_get())
-        scene.frame_set(frames[-1])
-        s.live_preview = True  # first solve here, outside the timed frames
-        solves = addon.dhik_addon.preview.solve_count(scene)
-        on = _times(frames, check)
-        solves = addon.dhik_addon.preview.solve_count(scene) - solves
+        off = []
         s.live_preview = False
-        extra = [a - b for a, b in zip(on, off, strict=True)]
+        off = _times(frames, lambda _f: bpy.context.evaluated_depsgraph_get())
+        s.live_preview = True
+        assert pv.settle(scene)
+        within[0] = 0
+        on = _times(frames, check)
+        s.live_preview = False
+        extra = [a - b for a, b in zip(on_drag, off_drag, strict=True)]
         where = (f"the metarig (chain length {args.metarig})" if args.metarig is not None
                  else Path(args.files[0]).parent.name)
-        print(f"live preview on {where}: {len(frames)} frames, "
-              f"effector {effector!r}, {solves} solves; effector on target on {within[0]} "
-              f"frames; worst error {worst[0]:.3g} m, {worst[1]:.3g} rad (tolerances "
-              f"{s.position_tolerance:.3g} m, {s.orientation_tolerance:.3g} rad)")
+        print(f"live preview on {where}: {len(frames)} frames, effector {effector!r}; "
+              f"range planned in {plan_s:.3f} s (again after the drags: {replan_s:.3f} s); "
+              f"{args.moves} target drags, {solves} single-frame solves; effector on target "
+              f"after {within[0]} of {len(frames)} planned frames and every drag; worst error "
+              f"{worst[0]:.3g} m, {worst[1]:.3g} rad (tolerances {s.position_tolerance:.3g} m, "
+              f"{s.orientation_tolerance:.3g} rad)")
         print()
-        print("| scene.frame_set | frames | mean ms | median ms | p99 ms |")
+        print("| what is timed | count | mean ms | median ms | p99 ms |")
         print("|---|---|---|---|---|")
-        print(_row("preview off", off))
-        print(_row("preview on", on))
-        print(_row("difference (the preview's update)", extra))
+        print(_row("a target drag, preview off (Blender's update)", off_drag))
+        print(_row("a target drag, preview on", on_drag))
+        print(_row("the preview's update (on - off)", extra))
+        print(_row("scene.frame_set, preview off", off))
+        print(_row("scene.frame_set, preview on (the plan's poses)", on))
     finally:
         addon.unregister()  # bpy as a module hangs at exit with callables registered
     return 0

@@ -6,7 +6,8 @@ from typing import Any
 
 import bpy
 
-from .access import layout_of
+from . import preview
+from .access import layout_of, scene_of
 from .props import METHOD_LABELS, DHIK_PG_effector, settings
 
 
@@ -59,6 +60,10 @@ class DHIK_PT_panel(bpy.types.Panel):
         layout.prop(s, "live_preview", toggle=True, icon="HIDE_OFF")
         if s.preview_error and not s.live_preview:
             layout.label(text=f"Preview stopped: {s.preview_error}", icon="ERROR")
+        shows = preview.status(scene_of(context)) if s.live_preview else ""
+        if shows:
+            layout.label(text=f"Preview: {shows}",
+                         icon="CHECKMARK" if shows == preview.PLANNED else "TIME")
         layout.operator("dhik.bake", icon="RENDER_ANIMATION")
 
         if s.has_result:

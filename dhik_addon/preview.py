@@ -1,19 +1,24 @@
-"""Live preview (``scene.dhik.live_preview``): the armature follows its targets at the
-current frame, and nothing is keyed.
+"""Live preview (``scene.dhik.live_preview``): the armature shows what Bake would key, and
+nothing is keyed.
 
-While it is on, a frame change (``frame_change_post``: the timeline, playback and
-scripts' ``scene.frame_set``) and a change of the inputs (``depsgraph_update_post``: a
-target, pole or the armature object moved, a bone outside the solved chains posed) solve
-the current frame with the core's robust method and set the solved bones' channels.
+The preview plans the frame range exactly as a bake does (:class:`~.bake_job.BakeJob`:
+the same targets, driven bones, poles, settings and engine, so each frame's pose is the
+one Bake keys there), and while it plans or after the inputs change it shows single-frame
+solves:
 
-- The rig is read as a bake reads it (:class:`~.bake_job.BakeRig`: bones, effectors,
-  weights, extra rows, chain lengths, poles, the driven bones' own pose), and the joint
-  values become channels as a bake keys them (:func:`~.bake_keys.channel_rows`: each
-  bone's rotation mode, Euler angles continued from the bone's current ones; the other
-  transform channels of a solved bone at rest).
-- The compiled model and the last solved state are kept between updates: each solve is
-  warm-started from the last one (``solve_robust(previous=...)``), with restarts only
-  when that fails. The first solve starts from the bones' current pose.
+- **Plan.** Starting, and a moment after the last change of its inputs (a target,
+  pole or driven bone moved or re-keyed, a setting changed), the range is read as a
+  bake reads it (its frames stepped once, on the main thread) and solved by the bake's
+  engine in a worker thread; the UI stays live. When the plan is ready, every frame of
+  the range shows the plan's pose for that frame, whether it is reached by playing,
+  scrubbing back or jumping (the panel says "showing the bake's path").
+- **Single-frame solves.** While planning, on a frame outside the range, or where the
+  inputs of the current frame differ from those the plan read (the user is moving a
+  target), the current frame is solved alone, warm from the pose shown last
+  (:class:`~..core.app.live.LiveSolver`: the bake's engine on one frame), restarts only
+  after a converged frame; the panel says so.
+- The rig is read as a bake reads it (:class:`~.bake_job.BakeRig`), and the joint values
+  become channels as a bake keys them (:func:`~.bake_keys.channel_rows`).
 - Updates the preview causes itself (its own pose writes) change none of the inputs and
   are skipped; a change of the DHIK settings restarts the preview on the new settings.
 - Turning it on saves the channels (location, every rotation, scale) of the bones it
@@ -25,29 +30,31 @@ the current frame with the core's robust method and set the solved bones' channe
 
 Handlers are added when a scene turns the preview on, removed when none has it on and
 on unregister; they are ``persistent`` and ``load_post`` re-arms them for a loaded file
-whose scene has the preview on.
+whose scene has the preview on. The planner runs on a ``bpy.app.timers`` timer; scripts
+and tests without an event loop call :func:`settle`.
 """
 
 from __future__ import annotations
 
 import json
 import sys
+import threading
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
 import bpy
 import numpy as np
 
+from ..core.app.bake import BakeResult
+from ..core.app.live import LiveSolver
 from ..core.errors import DhikError
-from ..core.model.compiled import CompiledKinematics
-from ..core.solver.kinematics import FrameTargets, Pole
-from ..core.solver.robust import solve_robust
 from .access import pose_of
 from .animation import channel_quaternion
-from .bake_job import BakeRig
+from .bake_job import BakeCancelled, BakeJob, BakeRig
 from .bake_keys import REST, channel_rows, rotation_prop
 from .frames import PAUSED
-from .props import DHIK_PG_settings, scene_settings
+from .props import DHIK_PG_settings, on_live_preview, scene_settings
 from .safety import require_in_scene
 from .targets import armature_space_poses
 
@@ -58,6 +65,28 @@ CHANNELS = ("location", "rotation_quaternion", "rotation_euler", "rotation_axis_
 NOT_SOLVED = {"live_preview", "preview_saved", "preview_error", "animation_path",
               "bake_action", "frame_step", "key_reduction", "use_scene_range",
               "frame_start", "frame_end", "effector_index", "cold_start", "has_result"}
+SETTLE = 0.25  # s without a change of the inputs before the range is planned again
+TICK = 0.05  # s between the planner's timer steps
+
+PLANNED = "showing the bake's path"
+PLANNING = "planning the range: frames show single-frame solves"
+OUTSIDE = "frame outside the range: a single-frame solve"
+CHANGED = "inputs changed: a single-frame solve until the range is planned again"
+
+
+@dataclass
+class _Plan:
+    """A bake of the range for one generation of the inputs: its frames' inputs as the
+    bake read them, and, when the worker is done, each frame's solved joint values."""
+
+    generation: int
+    job: BakeJob
+    inputs: dict[int, list[np.ndarray]]
+    thread: threading.Thread | None = None
+    cancel: threading.Event = field(default_factory=threading.Event)
+    result: BakeResult | None = None
+    error: BaseException | None = None
+    values: dict[int, dict[str, Any]] | None = None  # frame -> solved joints' entries
 
 
 @dataclass
@@ -66,12 +95,15 @@ class _Live:
 
     signature: tuple[Any, ...]
     rig: BakeRig
-    model: CompiledKinematics
-    weights: list[tuple[float, float]]
-    state: object | None = None  # the model's save() after the last solve
-    converged: bool = True  # whether the last solve converged
-    inputs: list[np.ndarray] = field(default_factory=list)  # what the last solve read
-    solves: int = 0
+    solver: LiveSolver
+    generation: int = 0  # counts changes of the inputs
+    changed_at: float = 0.0  # perf_counter of the last change
+    plan: _Plan | None = None
+    status: str = PLANNING
+    converged: bool = True  # whether the last single-frame solve converged
+    inputs: list[np.ndarray] = field(default_factory=list)  # what the last update read
+    solves: int = 0  # single-frame solves made
+    shown: int | None = None  # the frame whose plan pose is shown, else None
 
 
 _LIVE: dict[str, _Live] = {}  # by scene name
@@ -94,7 +126,9 @@ def toggled(s: DHIK_PG_settings, _context: bpy.types.Context | None = None) -> N
 
 def stop(scene: bpy.types.Scene) -> None:
     """Drop the scene's preview and write back the saved channels (never raises)."""
-    _LIVE.pop(scene.name_full, None)
+    live = _LIVE.pop(scene.name_full, None)
+    if live is not None and live.plan is not None:
+        live.plan.cancel.set()
     try:
         _restore(scene)
     except Exception as err:  # a handler must not raise; the pose stays as it is
@@ -103,14 +137,44 @@ def stop(scene: bpy.types.Scene) -> None:
 
 
 def solve_count(scene: bpy.types.Scene) -> int:
-    """Solves the scene's running preview has made (0 when off); for tests and benches."""
+    """Single-frame solves the scene's running preview has made (0 when off)."""
     live = _LIVE.get(scene.name_full)
     return 0 if live is None else live.solves
 
 
+def status(scene: bpy.types.Scene) -> str:
+    """What the scene's preview shows now (empty when off), for the panel."""
+    live = _LIVE.get(scene.name_full)
+    return "" if live is None else live.status
+
+
+def planned(scene: bpy.types.Scene) -> bool:
+    """Whether the scene's preview has a plan of the range for its current inputs."""
+    live = _LIVE.get(scene.name_full)
+    return live is not None and _ready(live)
+
+
+def settle(scene: bpy.types.Scene, timeout: float = 120.0) -> bool:
+    """Run the planner until the range is planned for the current inputs (scripts and
+    tests: no timer runs without an event loop); True when it is."""
+    deadline = time.perf_counter() + timeout
+    while time.perf_counter() < deadline:
+        live = _LIVE.get(scene.name_full)
+        if live is None:
+            return False
+        live.changed_at = min(live.changed_at, time.perf_counter() - SETTLE)
+        if live.plan is not None and live.plan.thread is not None:
+            live.plan.thread.join(max(deadline - time.perf_counter(), 0.0))
+        _step(scene)
+        if planned(scene):
+            return True
+    return False
+
+
 def register() -> None:
     """Arm ``load_post``, ``undo_post`` and ``redo_post`` (the frame and depsgraph handlers
-    follow the scenes' setting)."""
+    follow the scenes' setting) and the settings' toggle."""
+    on_live_preview.append(toggled)
     for handlers in _RELOAD:
         if _on_load not in handlers:
             handlers.append(_on_load)
@@ -124,6 +188,13 @@ def unregister() -> None:
     for handlers in _RELOAD:
         while _on_load in handlers:
             handlers.remove(_on_load)
+    while toggled in on_live_preview:
+        on_live_preview.remove(toggled)
+    if bpy.app.timers.is_registered(_tick):
+        bpy.app.timers.unregister(_tick)
+    for live in _LIVE.values():
+        if live.plan is not None:
+            live.plan.cancel.set()
     _LIVE.clear()
 
 
@@ -143,6 +214,9 @@ def _on_depsgraph(scene: bpy.types.Scene, depsgraph: bpy.types.Depsgraph | None 
 @bpy.app.handlers.persistent
 def _on_load(_path: object = None, _more: object = None) -> None:
     """A loaded file or an undo step: Blender data may be new, read the rigs again."""
+    for live in _LIVE.values():
+        if live.plan is not None:
+            live.plan.cancel.set()
     _LIVE.clear()
     _BUSY.clear()
     _sync_handlers()
@@ -162,7 +236,8 @@ def _previewing() -> bool:
 
 
 def _sync_handlers() -> None:
-    """Frame and depsgraph handlers present exactly while some scene previews."""
+    """Frame and depsgraph handlers and the planner's timer present exactly while some
+    scene previews."""
     on = _previewing()
     for handlers, fn in _HANDLERS:
         if on and fn not in handlers:
@@ -170,6 +245,10 @@ def _sync_handlers() -> None:
         elif not on:
             while fn in handlers:
                 handlers.remove(fn)
+    if on and not bpy.app.timers.is_registered(_tick):
+        bpy.app.timers.register(_tick, first_interval=TICK, persistent=True)
+    elif not on and bpy.app.timers.is_registered(_tick):
+        bpy.app.timers.unregister(_tick)
 
 
 def _guarded(scene: bpy.types.Scene, depsgraph: bpy.types.Depsgraph | None,
@@ -258,9 +337,23 @@ def _signature(s: DHIK_PG_settings) -> tuple[Any, ...]:
     return values(s), _rig_signature(s.armature)
 
 
+def _frame_inputs(live: _Live, depsgraph: bpy.types.Depsgraph) -> list[np.ndarray]:
+    """What a solve of the current frame reads, as the core takes it: each effector's
+    target (its joint frame's pose in armature space, 4x4, m), each pole's position (m),
+    then the driven joints' values (as numbers)."""
+    rig = live.rig
+    poses = armature_space_poses(depsgraph, rig.objects, rig.armature)
+    tracks = rig.tracks([[(0, m)] for m in poses])
+    out = [t.targets[0][1] for t in tracks]
+    out += [np.array(t.pole[0][1], dtype=float) for t in tracks if t.pole is not None]
+    driven = rig.driven_values()
+    return out + [np.array(_flat(driven[name]), dtype=float) for name in rig.driven_names]
+
+
 def _update(scene: bpy.types.Scene, s: DHIK_PG_settings,
             depsgraph: bpy.types.Depsgraph | None, force: bool) -> None:
-    """Solve the current frame if anything it reads changed (always when ``force``)."""
+    """Show the current frame: the plan's pose where the plan holds, else a single-frame
+    solve when anything it reads changed (always when ``force``)."""
     key = scene.name_full
     live = _LIVE.get(key)
     signature = _signature(s)
@@ -277,36 +370,66 @@ def _update(scene: bpy.types.Scene, s: DHIK_PG_settings,
         return  # bones being edited: nothing to pose
     if depsgraph is None:
         depsgraph = bpy.context.evaluated_depsgraph_get()
-    poses = armature_space_poses(depsgraph, rig.objects, rig.armature)
-    driven = rig.driven_values()
-    inputs = [*poses, *(np.array(_flat(v), dtype=float) for v in driven.values())]
-    if not force and len(inputs) == len(live.inputs) and all(
-            np.array_equal(a, b) for a, b in zip(inputs, live.inputs, strict=True)):
+    inputs = _frame_inputs(live, depsgraph)
+    frame = scene.frame_current
+    if not force and _same(inputs, live.inputs):
         return  # an update the preview caused, or one that changes nothing it reads
     live.inputs = inputs
-    frame = scene.frame_current
-    tracks = rig.tracks([[(frame, m)] for m in poses])
-    poles = [None if t.pole is None else Pole(_xyz(t.pole[0][1]), t.pole_angle)
-             for t in tracks]
-    targets = FrameTargets([t.targets[0][1] for t in tracks], driven or None,
-                           poles if any(p is not None for p in poles) else None)
-    settings = rig.settings
-    model = live.model
-    if live.state is None:  # the first solve: from the bones' current pose, restarts on
-        result = solve_robust(model, targets, settings, weights=live.weights)
-    else:
-        model.restore(live.state)
-        model.update()
-        result = solve_robust(model, targets, settings, weights=live.weights,
-                              previous=live.state)
-        if not result.converged and live.converged:  # lost: once with restarts
-            model.restore(live.state)
-            model.update()
-            result = solve_robust(model, targets, settings, weights=live.weights)
-    live.state = model.save()
-    live.converged = bool(result.converged)
+    plan = live.plan
+    if plan is not None and plan.generation == live.generation and frame in plan.inputs \
+            and not _same(inputs, plan.inputs[frame]):
+        _changed(live)  # the user moved something the plan read: plan again later
+    if _ready(live) and frame in plan.inputs:  # type: ignore[union-attr]
+        assert plan is not None and plan.values is not None
+        _pose(rig, plan.values[frame])
+        live.solver.reset(plan.values[frame])  # single-frame solves go on from here
+        live.shown, live.status = frame, PLANNED
+        return
+    _solve_frame(live, scene, inputs)
+
+
+def _solve_frame(live: _Live, scene: bpy.types.Scene, inputs: list[np.ndarray]) -> None:
+    """One single-frame solve of the current frame (``inputs``: :func:`_frame_inputs`),
+    warm from the pose shown last."""
+    rig = live.rig
+    m = len(rig.names)
+    poled = [i for i, p in enumerate(rig.poles) if p is not None]
+    poles: list[tuple[float, float, float] | None] = [None] * m
+    for k, i in enumerate(poled):
+        poles[i] = _xyz(inputs[m + k])
+    res = live.solver.solve(inputs[:m], rig.driven_values() or None,
+                            poles if poled else None,
+                            restart=not live.converged or live.solves == 0)
+    live.converged = res.converged
     live.solves += 1
-    _pose(rig, model.joint_values(live.state))
+    live.shown = None
+    start, end = scene_settings(scene).frame_range(scene)
+    plan = live.plan
+    if not start <= scene.frame_current <= end:
+        live.status = OUTSIDE
+    elif plan is None or plan.generation == live.generation:
+        live.status = PLANNING
+    else:
+        live.status = CHANGED
+    _pose(rig, res.values)
+
+
+def _same(a: list[np.ndarray], b: list[np.ndarray]) -> bool:
+    return len(a) == len(b) and all(x.shape == y.shape and np.allclose(x, y, rtol=0, atol=1e-9)
+                                    for x, y in zip(a, b, strict=True))
+
+
+def _changed(live: _Live) -> None:
+    """The inputs changed: a new generation; the plan in the works is no longer wanted."""
+    live.generation += 1
+    live.changed_at = time.perf_counter()
+    if live.plan is not None:
+        live.plan.cancel.set()
+
+
+def _ready(live: _Live) -> bool:
+    plan = live.plan
+    return plan is not None and plan.generation == live.generation and plan.values is not None
 
 
 def _xyz(v: Any) -> tuple[float, float, float]:
@@ -324,22 +447,21 @@ def _flat(entry: dict[str, Any]) -> list[float]:
 
 
 def _start(scene: bpy.types.Scene, signature: tuple[Any, ...]) -> _Live:
-    """Read the rig, save the channels of the bones the preview sets, compile the model
-    (started from the bones' current pose)."""
+    """Read the rig, save the channels of the bones the preview sets, and set up the
+    single-frame solver (started from the bones' current pose); planning starts on the
+    next planner step."""
     rig = BakeRig.read(scene)
     s = scene_settings(scene)
     s.preview_error = ""
     _save(scene, rig)
-    skeleton = rig.skeleton
-    skeleton.reset()
     bones = pose_of(rig.armature).bones
     current = {name: rig.maps[name].entry(channel_quaternion(bones[name]),
                                           np.array(bones[name].location))
                for name in rig.solved if rig.maps[name].channel is not None}
-    skeleton.set_joint_values(current)
-    model = CompiledKinematics(skeleton, rig.names, rig.lengths)
-    skeleton.reset()
-    live = _Live(signature, rig, model, rig.weights)
+    tracks = rig.tracks([[(0, np.eye(4))] for _ in rig.objects])
+    solver = LiveSolver(rig.skeleton, tracks, rig.settings)
+    solver.reset(current)
+    live = _Live(signature, rig, solver, changed_at=time.perf_counter() - SETTLE)
     _LIVE[scene.name_full] = live
     _sync_handlers()
     return live
@@ -362,6 +484,111 @@ def _pose(rig: BakeRig, values: dict[str, dict[str, Any]]) -> None:
         for held in ("location", rotation, "scale"):
             if held != prop:
                 setattr(pb, held, REST[held])
+
+
+# --------------------------------------------------------------------------- the planner
+
+
+def _tick() -> float | None:
+    """The planner's timer: one step for every previewing scene."""
+    for scene in list(bpy.data.scenes):
+        if scene.name_full in _LIVE:
+            try:
+                _step(scene)
+            except Exception as err:  # a timer must not raise: the preview stops
+                s = getattr(scene, "dhik", None)
+                if s is not None:
+                    _fault(scene, s, f"DHIK: live preview: {type(err).__name__}: {err}")
+    return TICK if _LIVE else None
+
+
+def _step(scene: bpy.types.Scene) -> None:
+    """Start a plan once the inputs have settled, take a finished one, show it."""
+    live = _LIVE.get(scene.name_full)
+    if live is None or scene.name_full in PAUSED:
+        return
+    plan = live.plan
+    if plan is not None and plan.generation == live.generation:
+        if plan.values is None and plan.thread is not None and not plan.thread.is_alive():
+            _finish(scene, live, plan)
+        return
+    if time.perf_counter() - live.changed_at < SETTLE:
+        return  # still changing: plan when it rests
+    if plan is not None and plan.thread is not None and plan.thread.is_alive():
+        return  # the superseded plan is stopping
+    _begin(scene, live)
+
+
+def _begin(scene: bpy.types.Scene, live: _Live) -> None:
+    """Read the range as a bake reads it (frames stepped on this thread) and solve it in
+    a worker thread."""
+    s = scene_settings(scene)
+    _BUSY.add(scene.name_full)
+    try:
+        with bpy.context.temp_override(scene=scene):
+            job = BakeJob.prepare(bpy.context)
+    finally:
+        _BUSY.discard(scene.name_full)
+    plan = _Plan(live.generation, job, _job_inputs(job, live.rig))
+
+    def run() -> None:
+        def progress(_done: int, _total: int) -> None:
+            if plan.cancel.is_set():
+                raise BakeCancelled
+
+        try:
+            plan.result = job.solve(progress)
+        except BakeCancelled:
+            pass
+        except BaseException as err:  # taken up on the main thread
+            plan.error = err
+
+    plan.thread = threading.Thread(target=run, name="dhik-preview-plan", daemon=True)
+    live.plan = plan
+    live.status = PLANNING
+    plan.thread.start()
+    del s
+    _guarded(scene, None, force=True)  # reading stepped the frames: pose the current one
+
+
+def _job_inputs(job: BakeJob, rig: BakeRig) -> dict[int, list[np.ndarray]]:
+    """Per frame of the job, what :func:`_frame_inputs` reads, as the job read it."""
+    out: dict[int, list[np.ndarray]] = {}
+    driven = dict(job.driven) if job.driven else {}
+    for k, (frame, _) in enumerate(job.tracks[0].targets):
+        row = [t.targets[k][1] for t in job.tracks]
+        row += [np.array(t.pole[k][1], dtype=float) for t in job.tracks if t.pole is not None]
+        given = driven.get(frame, {})
+        row += [np.array(_flat(given[name]), dtype=float) for name in rig.driven_names]
+        out[int(frame)] = row
+    return out
+
+
+def _finish(scene: bpy.types.Scene, live: _Live, plan: _Plan) -> None:
+    """A worker is done: keep its frames' joint values and show the current frame."""
+    if plan.error is not None:
+        raise plan.error
+    if plan.result is None:  # cancelled
+        live.plan = None
+        return
+    solved = set(live.rig.solved)
+    plan.values = {int(fr["frame"]): {k: v for k, v in fr["joints"].items() if k in solved}
+                   for fr in plan.result.frames}
+    frame = scene.frame_current
+    if frame in plan.values:
+        _BUSY.add(scene.name_full)
+        try:
+            inputs = _frame_inputs(live, bpy.context.evaluated_depsgraph_get())
+            if _same(inputs, plan.inputs[frame]):
+                _pose(live.rig, plan.values[frame])
+                live.solver.reset(plan.values[frame])
+                live.shown, live.status = frame, PLANNED
+            else:
+                _changed(live)
+        finally:
+            _BUSY.discard(scene.name_full)
+    else:
+        live.status = OUTSIDE
 
 
 # --------------------------------------------------------------------------- saved pose

@@ -8,6 +8,7 @@ the main one (weights other than 1 need the robust method).
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import bpy
@@ -42,10 +43,14 @@ BAKE_ACTION_ITEMS = [
 ]
 
 
-def _live_preview_changed(self: DHIK_PG_settings, context: bpy.types.Context) -> None:
-    from . import preview  # imported here: preview imports this module
+# what runs when ``live_preview`` is toggled: the preview adds its handler on register
+# (props sits below the preview and imports nothing of it)
+on_live_preview: list[Callable[[DHIK_PG_settings, bpy.types.Context], None]] = []
 
-    preview.toggled(self, context)
+
+def _live_preview_changed(self: DHIK_PG_settings, context: bpy.types.Context) -> None:
+    for callback in list(on_live_preview):
+        callback(self, context)
 
 
 def _is_armature(_self: DHIK_PG_settings, ob: bpy.types.Object) -> bool:

@@ -28,11 +28,12 @@ from ..model.skeleton import Skeleton
 from ..rotations import matrix_to_rotvec
 from ..solver.dls_compiled import solve_spec
 from ..solver.kinematics import FrameTargets, Kinematics
-from ..solver.lm import PoleSet, pole_points, solve_many
+from ..solver.lm import solve_many
 from ..solver.path import solve_path
 from ..solver.settings import RobustOptions, SolverSettings
 from .formats import AnimationColumns, ColumnFrames
 from .inputs import EffectorTrack, Target, check_tracks, frame_extras, merge_tracks
+from .parts import held_rows, parts_of
 from .results import BakeResult, FrameRecord, RecordTable, align_quaternion_signs, summary_line
 
 Progress = Callable[[int, int], None]
@@ -277,76 +278,6 @@ def _put_driven(rows: NDArray[np.float64], frames: Sequence[Any], solved: frozen
             row[at:at + len(vals)] = vals
 
 
-def _held_rows(model: BatchedModel, frames: Sequence[Any]) -> NDArray[np.float64]:
-    """The held columns' values (k, n) of ``frames`` (rad, m): each frame's driven values
-    (``FrameTargets.driven``), the T-pose where none are given."""
-    out = np.zeros((len(frames), model.n))
-    cache: dict[int, NDArray[np.float64]] = {}
-    for i, frame in enumerate(frames):
-        given = getattr(frame, "driven", None)
-        if given:
-            row = cache.get(id(given))
-            if row is None:
-                row = cache[id(given)] = model.coordinates(given)
-            out[i] = row
-    return out
-
-
-class _Part:
-    """Effectors solved together: their ``model`` (with the points their poles need),
-    their indices among all effectors, the model's columns in the ``whole`` model's,
-    the poles' effectors (indices into the part's) and angles, the poses around the
-    range as its coordinates, and the last frame solved (where the next window starts)."""
-
-    def __init__(self, skeleton: Skeleton, tracks: Sequence[EffectorTrack],
-                 effectors: list[int], whole: BatchedModel,
-                 previous: Mapping[str, Mapping[str, Any]] | None,
-                 following: Mapping[str, Mapping[str, Any]] | None) -> None:  # fmt: skip
-        names = [tracks[e].name for e in effectors]
-        lengths = [tracks[e].chain_length for e in effectors]
-        model = BatchedModel(skeleton.defn, names, lengths)
-        self.poled = [k for k, e in enumerate(effectors) if tracks[e].pole]
-        if self.poled:
-            model = BatchedModel(skeleton.defn, names, lengths,
-                                 points=pole_points(model.chains, self.poled))
-        self.angles = [tracks[effectors[k]].pole_angle for k in self.poled]
-        self.model, self.effectors = model, effectors
-        index = {name: i for i, name in enumerate(whole.names)}
-        self.columns = [index[name] for name in model.names]
-        self.before = model.coordinates(previous) if previous else None
-        self.after = model.coordinates(following) if following else None
-        self.last: NDArray[np.float64] | None = None
-
-    def poles(self, frames: Sequence[Any]) -> PoleSet | None:
-        """The part's poles on ``frames`` (``FrameTargets.poles``), or None."""
-        if not self.poled:
-            return None
-        pos = np.array([[frame.poles[self.effectors[k]].position for k in self.poled]
-                        for frame in frames], dtype=float)
-        return PoleSet.build(self.model, self.poled, pos, self.angles)
-
-
-def _coupled(model: BatchedModel) -> list[list[int]]:
-    """Groups of effectors (indices) whose paths share a solved (not held) column,
-    directly or through others; each group in effector order, groups by first effector."""
-    moving = model.paths & ~model.held[None, :]  # (m, n)
-    group = list(range(len(model.effectors)))
-
-    def top(e: int) -> int:
-        while group[e] != e:
-            e = group[e]
-        return e
-
-    for c in range(model.n):
-        on = np.flatnonzero(moving[:, c])
-        for e in on[1:]:
-            group[top(int(e))] = top(int(on[0]))
-    out: dict[int, list[int]] = {}
-    for e in range(len(group)):
-        out.setdefault(top(e), []).append(e)
-    return list(out.values())
-
-
 def _robust_blocks(
     skeleton: Skeleton,
     tracks: Sequence[EffectorTrack],
@@ -373,8 +304,7 @@ def _robust_blocks(
     own branch.
     """
     names = [t.name for t in tracks]
-    whole = BatchedModel(skeleton.defn, names, [t.chain_length for t in tracks])
-    parts = [_Part(skeleton, tracks, g, whole, previous, following) for g in _coupled(whole)]
+    whole, parts = parts_of(skeleton, tracks, previous, following)
     total = len(per_frame)
     count_p = np.array([w[0] > 0 for w in weights])[None]
     count_r = np.array([w[1] > 0 for w in weights])[None]
@@ -392,7 +322,7 @@ def _robust_blocks(
         found: set[int] = set()
         for p, part in enumerate(parts):
             pm, eff = part.model, part.effectors
-            held = _held_rows(pm, per_frame[lo:b]) if pm.held.any() else None
+            held = held_rows(pm, per_frame[lo:b]) if pm.held.any() else None
             poles = part.poles(per_frame[lo:b])
             w = [weights[e] for e in eff]
             tick = None if progress is None else _ticker(progress, a, b, total, p, len(parts))

@@ -56,11 +56,11 @@ def solve_one(model: BatchedKinematics, targets: ArrayLike, q0: ArrayLike,
               weights: Sequence[tuple[float, float]] | None = None,
               settings: SolverSettings | None = None,
               options: RobustOptions | None = None, held: ArrayLike | None = None,
-              poles: PoleSet | None = None) -> LMResult:  # fmt: skip
+              poles: PoleSet | None = None, restart: bool = True) -> LMResult:  # fmt: skip
     """One problem solved warm from ``q0`` (n,) (rad, m): targets (m, 4, 4) or
     (1, m, 4, 4); the search is pulled toward ``q0`` (least motion: a redundant chain
-    keeps its posture), and restarts only when it does not converge. A batch of one of
-    the same engine as every other robust solve."""
+    keeps its posture), and restarts (with ``restart``) only when it does not converge.
+    A batch of one of the same engine as every other robust solve."""
     t = np.asarray(targets, dtype=float)
     t = t.reshape(1, len(model.effectors), 4, 4)
     problem = Problem(model, t, weights, settings, options,
@@ -70,7 +70,7 @@ def solve_one(model: BatchedKinematics, targets: ArrayLike, q0: ArrayLike,
                                  model.hi), np.zeros(1, dtype=np.intp))
     res = levenberg_marquardt(model, problem, start, problem.settings.max_iterations,
                               pull=start)
-    return restarted(problem, res)
+    return restarted(problem, res) if restart else res
 
 
 def restarted(problem: Problem, res: LMResult) -> LMResult:

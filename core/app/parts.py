@@ -1,0 +1,100 @@
+"""The bake's effectors as the robust engine solves them: parts of effectors whose solved
+joints touch (solved together; the others apart), each with its joint space, its poles
+and the values of its held joints per frame. Shared by the bake and the live solve.
+
+Targets are world 4x4 matrices (metres); coordinates rad and m.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from ..model.joint_space import BatchedModel
+from ..model.skeleton import Skeleton
+from ..solver.lm import PoleSet, pole_points
+from .inputs import EffectorTrack
+
+
+def held_rows(model: BatchedModel, frames: Sequence[Any]) -> NDArray[np.float64]:
+    """The held columns' values (k, n) of ``frames`` (rad, m): each frame's driven values
+    (``FrameTargets.driven``), the T-pose where none are given."""
+    out = np.zeros((len(frames), model.n))
+    cache: dict[int, NDArray[np.float64]] = {}
+    for i, frame in enumerate(frames):
+        given = getattr(frame, "driven", None)
+        if given:
+            row = cache.get(id(given))
+            if row is None:
+                row = cache[id(given)] = model.coordinates(given)
+            out[i] = row
+    return out
+
+
+class Part:
+    """Effectors solved together: their ``model`` (with the points their poles need),
+    their indices among all effectors, the model's columns in the ``whole`` model's,
+    the poles' effectors (indices into the part's) and angles, the poses around the
+    range as its coordinates, and the last frame solved (where the next window starts)."""
+
+    def __init__(self, skeleton: Skeleton, tracks: Sequence[EffectorTrack],
+                 effectors: list[int], whole: BatchedModel,
+                 previous: Mapping[str, Mapping[str, Any]] | None,
+                 following: Mapping[str, Mapping[str, Any]] | None) -> None:  # fmt: skip
+        names = [tracks[e].name for e in effectors]
+        lengths = [tracks[e].chain_length for e in effectors]
+        model = BatchedModel(skeleton.defn, names, lengths)
+        self.poled = [k for k, e in enumerate(effectors) if tracks[e].pole]
+        if self.poled:
+            model = BatchedModel(skeleton.defn, names, lengths,
+                                 points=pole_points(model.chains, self.poled))
+        self.angles = [tracks[effectors[k]].pole_angle for k in self.poled]
+        self.model, self.effectors = model, effectors
+        index = {name: i for i, name in enumerate(whole.names)}
+        self.columns = [index[name] for name in model.names]
+        self.before = model.coordinates(previous) if previous else None
+        self.after = model.coordinates(following) if following else None
+        self.last: NDArray[np.float64] | None = None
+
+    def poles(self, frames: Sequence[Any]) -> PoleSet | None:
+        """The part's poles on ``frames`` (``FrameTargets.poles``), or None."""
+        if not self.poled:
+            return None
+        pos = np.array([[frame.poles[self.effectors[k]].position for k in self.poled]
+                        for frame in frames], dtype=float)
+        return PoleSet.build(self.model, self.poled, pos, self.angles)
+
+
+def coupled(model: BatchedModel) -> list[list[int]]:
+    """Groups of effectors (indices) whose paths share a solved (not held) column,
+    directly or through others; each group in effector order, groups by first effector."""
+    moving = model.paths & ~model.held[None, :]  # (m, n)
+    group = list(range(len(model.effectors)))
+
+    def top(e: int) -> int:
+        while group[e] != e:
+            e = group[e]
+        return e
+
+    for c in range(model.n):
+        on = np.flatnonzero(moving[:, c])
+        for e in on[1:]:
+            group[top(int(e))] = top(int(on[0]))
+    out: dict[int, list[int]] = {}
+    for e in range(len(group)):
+        out.setdefault(top(e), []).append(e)
+    return list(out.values())
+
+
+def parts_of(skeleton: Skeleton, tracks: Sequence[EffectorTrack],
+             previous: Mapping[str, Mapping[str, Any]] | None = None,
+             following: Mapping[str, Mapping[str, Any]] | None = None
+             ) -> tuple[BatchedModel, list[Part]]:  # fmt: skip
+    """The joint space of all ``tracks``' effectors and its parts (:func:`coupled`)."""
+    whole = BatchedModel(skeleton.defn, [t.name for t in tracks],
+                         [t.chain_length for t in tracks])
+    return whole, [Part(skeleton, tracks, g, whole, previous, following)
+                   for g in coupled(whole)]
