@@ -148,8 +148,8 @@ class BakeRig:
         """Joints' values (SPEC 3.3 entries: radians, metres) from their bones' current
         pose."""
         bones = pose_of(self.armature).bones
-        return {name: self.maps[name].entry(channel_quaternion(bones[name]),
-                                            np.array(bones[name].location))
+        return {name: self.maps[name].entry(channel_quaternion(bones[self.maps[name].bone]),
+                                            np.array(bones[self.maps[name].bone].location))
                 for name in names}
 
     def keyed_poses_around(self, context: bpy.types.Context, start: int, end: int
