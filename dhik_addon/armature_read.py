@@ -114,14 +114,25 @@ def location_free(bone: bpy.types.Bone, pb: bpy.types.PoseBone) -> bool:
     return not bone.use_connect and not all(pb.lock_location)
 
 
+def location_frame(bone: bpy.types.Bone) -> np.ndarray:
+    """The rest rotation (armature space) whose axes ``bone``'s location channels move
+    along: its own (Local Location on, Blender's default), else its parent's (the
+    armature's for a root bone)."""
+    if bone.use_local_location:
+        return np.array(bone.matrix_local.to_3x3(), dtype=float)
+    if bone.parent is None:
+        return np.eye(3)
+    return np.array(bone.parent.matrix_local.to_3x3(), dtype=float)
+
+
 def _translation_joints(
     bone: bpy.types.Bone, pb: bpy.types.PoseBone, rest: np.ndarray, parent: str | None,
     offset: list[float], taken: set[str],
 ) -> list[dict[str, Any]]:
-    """``<bone>.tx``, ``.ty``, ``.tz``: prismatic joints along the bone's rest axes (its
-    location channels' axes) in the parent joint's frame (``rest``: its rest rotation),
+    """``<bone>.tx``, ``.ty``, ``.tz``: prismatic joints along its location channels' axes
+    (:func:`location_frame`) in the parent joint's frame (``rest``: its rest rotation),
     the first at the bone's head (``offset`` from ``parent``), a locked axis ``[0, 0]``."""
-    axes = rest.T @ np.array(bone.matrix_local.to_3x3(), dtype=float)
+    axes = rest.T @ location_frame(bone)
     out: list[dict[str, Any]] = []
     for k, suffix in enumerate(TRANSLATION_SUFFIXES):
         name = _unique(bone.name + suffix, taken)
@@ -382,7 +393,8 @@ def joint_maps(ob: bpy.types.Object, defn: SkeletonDef) -> dict[str, JointMap]:
                 f"head is {gap:.3g} m away from the joint's rest position "
                 "(bone moved in Edit Mode after import?)",
             )
-        b = np.array(bone.matrix_local.to_3x3(), dtype=float)
+        b = location_frame(bone) if j.type == "prismatic" else np.array(
+            bone.matrix_local.to_3x3(), dtype=float)
         axis = None if j.axis is None else np.asarray(j.axis, dtype=float)
         maps[j.name] = JointMap(j.name, j.type, axis, b.T @ frames[j.name].rotation, name)
         if j.type == "prismatic":

@@ -375,36 +375,43 @@ def check_current_action(ob: bpy.types.Object) -> None:
                            "from a library and cannot be edited; bake into a new action")
 
 
+def _hold(cb: bpy.types.ActionChannelbag, pb: bpy.types.PoseBone, covered: set[str],
+          start: int, end: int, by_keys: bool) -> None:  # fmt: skip
+    """Hold a keyed bone's other transform channels at rest inside ``[start, end]``: keys
+    at the range ends where they have F-curves (or always, ``by_keys``), else the value."""
+    for prop in _held_props(pb, covered):
+        held = pb.path_from_id(prop)
+        rest = REST[prop]
+        curves = [cb.fcurves.find(held, index=i) for i in range(len(rest))]
+        if by_keys or any(fc is not None for fc in curves):
+            ends = np.array([start, end], dtype=float)
+            for i, value in enumerate(rest):
+                replace_range(_curve(cb, held, i, pb.name), start, end, ends, np.full(2, value))
+        else:
+            setattr(pb, prop, rest)
+
+
 def write_current(ob: bpy.types.Object, plan: KeyPlan, hold_by_keys: bool = False) -> None:
     """Key ``plan`` into ``ob``'s current action (see module docstring, CURRENT).
 
     ``hold_by_keys``: key the held channels at rest on the range ends even where the
-    action has no F-curve for them (an NLA track below may animate them)."""
+    action has no F-curve for them (NLA strips below may animate them)."""
     cb = current_channelbag(ob)
     bones = pose_of(ob).bones
-    start, end = plan.start, plan.end
     for bk in plan.bones:
-        pb = bones[bk.bone]
-        path = pb.path_from_id(bk.prop)
+        path = bones[bk.bone].path_from_id(bk.prop)
         for i in range(bk.values.shape[1]):
-            replace_range(_curve(cb, path, i, bk.bone), start, end, bk.frames, bk.values[:, i])
+            replace_range(_curve(cb, path, i, bk.bone), plan.start, plan.end, bk.frames,
+                          bk.values[:, i])
     for bone, covered in plan.covered.items():
-        pb = bones[bone]
-        for prop in _held_props(pb, covered):
-            held = pb.path_from_id(prop)
-            rest = REST[prop]
-            curves = [cb.fcurves.find(held, index=i) for i in range(len(rest))]
-            if hold_by_keys or any(fc is not None for fc in curves):
-                ends = np.array([start, end], dtype=float)
-                for i, value in enumerate(rest):
-                    fc = _curve(cb, held, i, bone)
-                    replace_range(fc, start, end, ends, np.full(2, value))
-            else:
-                setattr(pb, prop, rest)
+        _hold(cb, bones[bone], covered, plan.start, plan.end, hold_by_keys)
 
 
-def write_new(ob: bpy.types.Object, plan: KeyPlan) -> bpy.types.Action:
-    """Key ``plan`` into a new action (see module docstring, NEW); the new action."""
+def write_new(ob: bpy.types.Object, plan: KeyPlan, hold_by_keys: bool = False
+              ) -> bpy.types.Action:  # fmt: skip
+    """Key ``plan`` into a new action (see module docstring, NEW); the new action.
+    ``hold_by_keys``: also key the keyed bones' other channels at rest on the range ends
+    (NLA strips below may animate them)."""
     previous = ob.animation_data.action if ob.animation_data else None
     if previous is not None and not previous.get(BAKE_TAG):
         previous.use_fake_user = True
@@ -417,4 +424,7 @@ def write_new(ob: bpy.types.Object, plan: KeyPlan) -> bpy.types.Action:
     for bk in plan.bones:
         path = bones[bk.bone].path_from_id(bk.prop)
         keying.write_vector(cb, path, bk.frames.tolist(), bk.values, bk.bone)
+    if hold_by_keys:
+        for bone, covered in plan.covered.items():
+            _hold(cb, bones[bone], covered, plan.start, plan.end, True)
     return action

@@ -13,7 +13,9 @@ channels (``PoseBone.matrix_basis``, bone rest frame) are:
 
 - spherical: ``rotation_quaternion = M q M^T`` (``q`` the joint's local quaternion);
 - revolute:  ``rotation_quaternion = axis_angle(M axis, angle)`` (radians);
-- prismatic: ``location = M axis * displacement`` (metres);
+- prismatic: ``location = M axis * displacement`` (metres; ``B`` is the frame the
+  bone's location moves in: its own rest rotation, or its parent's when the bone's
+  Local Location is off);
 - fixed: identity channels.
 
 A joint without a bone of its own (a bone's ``.tx``/``.ty``/``.tz`` translation joints)
