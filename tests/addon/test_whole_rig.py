@@ -372,3 +372,40 @@ def test_chain_length_leaves_the_first_bones_location_to_its_keys(addon):
     bones = [n for n in path if n in ob.data.bones]
     assert read.chain_joint_count(ob, defn, "hand.L", len(bones)) == len(path)
     assert read.chain_joint_count(ob, defn, "hand.L", len(bones) + 1) == 0
+
+
+def test_origin_name_never_clashes_with_a_bone(addon):
+    """A root bone already named ``<origin>``: the synthesized root takes ``<origin>_1``."""
+    ob = build_bones("clash", [("<origin>", (0, 0, 0), (0, 0, 1), None, False),
+                               ("other", (1, 0, 0), (1, 0, 1), None, False)])
+    data = addon.dhik_addon.armature_read.skeleton_dict(ob)
+    assert data["root_name"] == "<origin>_1"
+    assert {j["name"] for j in data["joints"] if j["parent"] == "<origin>_1"} == {
+        "<origin>.tx", "other.tx"}
+
+
+def test_export_animation_reads_the_slides_back(core, tmp_path):
+    """Export Animation after a whole-body bake gives back the baked ``hips.ty``/``.tz``
+    displacements (read from the hips' location channel) and the hips' rotation."""
+    ob = build_biped()
+    hips = ob.pose.bones["hips"]
+    empties = snapped_targets(ob, ["foot.L", "foot.R"], FRAMES, lambda f: {"hips": {
+        "location": world_to_bone(hips, (0.0, -0.01 * f, -0.01 * f))}})
+    set_effectors(ob, empties, 0, FRAMES[0], FRAMES[-1])
+    baked = tmp_path / "baked.json"
+    bpy.context.scene.dhik.animation_path = str(baked)
+    assert bpy.ops.dhik.bake() == {"FINISHED"}
+    out = tmp_path / "exported.json"
+    assert bpy.ops.dhik.export_animation(filepath=str(out)) == {"FINISHED"}
+    a, b = core.formats.load_animation(baked), core.formats.load_animation(out)
+    assert [f["frame"] for f in a] == [f["frame"] for f in b]
+    worst = 0.0
+    for fa, fb in zip(a, b, strict=True):
+        for name in ("hips.tx", "hips.ty", "hips.tz"):
+            worst = max(worst, abs(fa["joints"][name]["displacement"]
+                                   - fb["joints"][name]["displacement"]))
+        qa, qb = np.array(fa["joints"]["hips"]["quaternion"]), np.array(
+            fb["joints"]["hips"]["quaternion"])
+        worst = max(worst, float(min(np.abs(qa - qb).max(), np.abs(qa + qb).max())))
+    assert worst < 1e-6, worst
+    assert max(abs(f["joints"]["hips.ty"]["displacement"]) for f in a) > 0.01
