@@ -27,6 +27,7 @@ from rig_builders import (
     misses,
     set_effectors,
     snapped_targets,
+    world_to_bone,
     world_turn,
 )
 
@@ -293,6 +294,47 @@ def test_active_action_blending_over_nla_strips_is_refused(blend):
     ad.action = bpy.data.actions.new("layer")
     ad.action_blend_type = blend
     _refused(ob, "action_blend_type", repr(blend), "NLA track")
+
+
+def test_active_action_at_partial_influence_over_nla_strips_is_refused():
+    ob, _ = _arm_scene()
+    _strip_below(ob)
+    ad = ob.animation_data
+    ad.action = bpy.data.actions.new("layer")
+    ad.action_influence = 0.5
+    _refused(ob, "action_influence", "0.5", "NLA track")
+
+
+def _legs_on_moving_hips(ob: bpy.types.Object) -> dict[str, bpy.types.Object]:
+    """Targets for both feet while the hips move as they are animated (chains of 3)."""
+    empties = snapped_targets(ob, ["foot.L", "foot.R"], FRAMES, lambda f: {
+        f"shin.{s}": {"rotation_quaternion": world_turn(ob.pose.bones[f"shin.{s}"], (1, 0, 0),
+                                                         -0.04 * f)} for s in "LR"})
+    set_effectors(ob, empties, 3, FRAMES[0], FRAMES[-1])
+    return empties
+
+
+def test_hips_played_by_an_nla_strip_carry_the_legs():
+    """The hips animated by an NLA strip only (no active action): their evaluated
+    channels carry the chains, and Blender shows the feet on target."""
+    ob = build_biped()
+    hips = ob.pose.bones["hips"]
+    key_channels(ob, (0, 8), lambda f: {"hips": {
+        "location": world_to_bone(hips, (0.01 * f, 0.0, -0.01 * f)),
+        "rotation_quaternion": world_turn(hips, (0, 0, 1), 0.04 * f)}})
+    ad = ob.animation_data
+    ad.nla_tracks.new().strips.new("walk", 0, ad.action)
+    ad.action = None
+    _on_target(ob, _legs_on_moving_hips(ob))
+
+
+def test_driven_hips_carry_the_legs():
+    """A driver on the hips' location (the frame number): read every frame as Blender
+    evaluates it, so Blender shows the feet on target."""
+    ob = build_biped()
+    fc = ob.pose.bones["hips"].driver_add("location", 1)
+    fc.driver.expression = "-0.01 * frame"
+    _on_target(ob, _legs_on_moving_hips(ob))
 
 
 def test_replace_over_an_nla_strip_holds_the_channels_the_strip_animates():
