@@ -8,9 +8,10 @@ in the bone's own axes whatever its rest orientation:
   (skeleton.json has exactly one root); a single root bone is the skeleton's root;
 - a bone whose location channels are free (not connected, not all ``lock_location``)
   first gets three prismatic joints ``<bone>.tx``, ``.ty``, ``.tz`` along its rest
-  frame's axes (where Blender's location channels live: pose = rest T(loc) R(rot) S),
-  a locked axis limited to ``[0, 0]``; a root bone with free location and rotation is
-  a floating base (``.tx .ty .tz``, then an unlimited spherical joint);
+  frame's axes (where Blender's location channels live: pose = rest T(loc) R(rot) S;
+  its parent's with Local Location off, :func:`location_frame`), a locked axis limited
+  to ``[0, 0]``; a root bone with free location and rotation is a floating base
+  (``.tx .ty .tz``, then an unlimited spherical joint);
 - no free IK axis (``lock_ik_x/y/z`` all on): fixed;
 - one free axis: revolute about that bone axis, limits from ``ik_min``/``ik_max``
   when ``use_ik_limit`` is on (exact, like Blender's revolute IK segment);
