@@ -51,7 +51,7 @@ def read_animation(
                 for name, jm in maps.items():
                     if jm.channel is None:
                         continue
-                    pb = bones[name]
+                    pb = bones[jm.bone]
                     values[name] = jm.entry(channel_quaternion(pb), np.array(pb.location))
                 skeleton.set_joint_values(values)
                 out.append({"frame": int(f), "joints": skeleton.joint_values()})

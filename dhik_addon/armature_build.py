@@ -4,12 +4,22 @@ Armature space is the core's world frame (metres). Every joint field is stored o
 ``Bone`` as a custom property (:data:`PROP_TYPE`, ...) so export is lossless; Blender's
 own IK locks and limits (``lock_ik_*``, ``use_ik_limit_*``, ``ik_min_*``/``ik_max_*``)
 are set from the joint's degrees of freedom.
+
+One bone per joint, except:
+
+- a bone's translation, prismatic joints ``X.tx``, ``X.ty``, ``X.tz`` (any of them, in
+  that order) right above joint ``X``, each the only child of the one before, at X's
+  place: they are X's location channels, stored on bone X (:data:`PROP_TRANSLATION`);
+  its ``lock_location`` frees the bone axes they move along;
+- a fixed root :data:`ORIGIN` at the origin (no rotation) with several children, which
+  Export Skeleton writes for an armature with several root bones: those bones are roots.
 """
 
 from __future__ import annotations
 
+import json
 import math
-from typing import cast
+from typing import Any, cast
 
 import bpy
 import numpy as np
@@ -27,6 +37,10 @@ PROP_LIMITS = "dhik_limits"  # revolute / prismatic: [min, max]
 PROP_LIMITS_XYZ = ("dhik_limits_x", "dhik_limits_y", "dhik_limits_z")  # spherical, per axis
 PROP_QUATERNION = "dhik_quaternion"  # fixed: [w, x, y, z]
 PROP_INDEX = "dhik_index"  # position in the skeleton's joint list
+# a bone's translation joints (JSON list of joint objects without "parent", with "index")
+PROP_TRANSLATION = "dhik_translation"
+TRANSLATION_SUFFIXES = (".tx", ".ty", ".tz")  # a bone's location joints, in this order
+ORIGIN = "<origin>"  # the fixed root joint of an armature with several root bones
 
 MAX_BONE_NAME_BYTES = 63  # Blender truncates longer bone names
 ALIGNED = 1.0 - 1e-5  # |cos| above which a joint axis counts as a bone axis
@@ -133,6 +147,79 @@ def set_ik_settings(pb: bpy.types.PoseBone, joint: JointDef, to_bone: Vec) -> No
     pb.rotation_mode = "QUATERNION"
 
 
+def translation_groups(defn: SkeletonDef) -> dict[str, list[JointDef]]:
+    """Joint ``X`` -> the prismatic joints ``X.tx``/``.ty``/``.tz`` right above it that are
+    its bone's location channels (top first; see the module docstring)."""
+    joints = {j.name: j for j in defn.joints}
+    children: dict[str, int] = {}
+    for j in defn.joints:
+        if j.parent is not None:
+            children[j.parent] = children.get(j.parent, 0) + 1
+    groups: dict[str, list[JointDef]] = {}
+    for j in defn.joints:
+        if j.parent is None or any(j.offset):
+            continue  # X sits at its translation joints' place
+        found: list[JointDef] = []
+        at, allowed = j, len(TRANSLATION_SUFFIXES)
+        while at.parent is not None:
+            up = joints[at.parent]
+            ks = [k for k in range(allowed) if up.name == j.name + TRANSLATION_SUFFIXES[k]]
+            if up.type != "prismatic" or not ks or children[up.name] != 1:
+                break
+            found.insert(0, up)
+            allowed, at = ks[0], up
+            if any(up.offset):
+                break  # the top one carries the offset from the parent
+        if found:
+            groups[j.name] = found
+    return groups
+
+
+def is_origin(defn: SkeletonDef) -> bool:
+    """Whether the root is :data:`ORIGIN` as Export Skeleton writes it for several root
+    bones (fixed, at the origin, no rotation, two children or more): then no bone."""
+    root = next(j for j in defn.joints if j.name == defn.root_name)
+    kids = sum(1 for j in defn.joints if j.parent == root.name)
+    q = root.quaternion
+    return (root.name == ORIGIN and root.type == "fixed" and not any(root.offset)
+            and (q is None or tuple(q) == (1.0, 0.0, 0.0, 0.0)) and kids >= 2)
+
+
+def _joint_object(joint: JointDef, index: int) -> dict[str, Any]:
+    """A prismatic joint's fields for :data:`PROP_TRANSLATION` (its parent is implied)."""
+    out: dict[str, Any] = {"name": joint.name, "type": joint.type, "index": index,
+                           "offset": [float(v) for v in joint.offset],
+                           "axis": [float(v) for v in joint.axis or (0.0, 0.0, 1.0)]}
+    lim = range_limits(joint)
+    if lim is not None:
+        out["limits"] = [float(v) for v in lim]
+    return out
+
+
+def stored_translation(bone: bpy.types.Bone) -> list[tuple[dict[str, Any], int]]:
+    """``(joint object without parent, index)`` of each translation joint stored on
+    ``bone`` by Import Skeleton, top first (empty for other bones)."""
+    raw = bone.get(PROP_TRANSLATION)
+    if not raw:
+        return []
+    out = []
+    for item in json.loads(str(raw)):
+        joint = {k: v for k, v in item.items() if k != "index"}
+        out.append((joint, int(item["index"])))
+    return out
+
+
+def _free_location(to_bone: Vec, group: list[JointDef]) -> list[bool]:
+    """Bone axes that the group's unlocked prismatic joints move along."""
+    free = [False, False, False]
+    for g in group:
+        if range_limits(g) == (0.0, 0.0):
+            continue
+        v = to_bone @ np.asarray(g.axis, dtype=float)
+        free = [f or bool(abs(c) > 1e-6) for f, c in zip(free, v, strict=True)]
+    return free
+
+
 def create_armature(
     context: bpy.types.Context, defn: SkeletonDef, name: str, source: str
 ) -> bpy.types.Object:
@@ -141,8 +228,13 @@ def create_armature(
     Raises DhikError before creating anything when the skeleton cannot be built.
     """
     check_bone_names(defn, source)
+    groups = translation_groups(defn)
+    member = {g.name: x for x, group in groups.items() for g in group}
+    skipped = set(member) | ({defn.root_name} if is_origin(defn) else set())
+    top_parent = {x: group[0].parent for x, group in groups.items()}
     specs = bone_layout(defn)
     frames = rest_frames(defn)
+    index = {j.name: i for i, j in enumerate(defn.joints)}
     arm = bpy.data.armatures.new(name)
     ob = bpy.data.objects.new(name, arm)
     try:
@@ -155,21 +247,32 @@ def create_armature(
         bpy.ops.object.mode_set(mode="EDIT")
         try:
             for spec in specs:
+                if spec.name in skipped:
+                    continue
                 eb = arm.edit_bones.new(spec.name)
                 eb.head = spec.head.tolist()
                 eb.tail = spec.tail.tolist()
                 eb.align_roll(spec.roll_reference.tolist())
-                if spec.parent is not None:
-                    eb.parent = arm.edit_bones[spec.parent]
-                    eb.use_connect = spec.connect
+                parent = top_parent.get(spec.name, spec.parent)
+                if parent is not None and parent not in skipped:
+                    eb.parent = arm.edit_bones[parent]
+                    eb.use_connect = spec.connect and spec.name not in groups
         finally:
             bpy.ops.object.mode_set(mode="OBJECT")
-        for index, joint in enumerate(defn.joints):
+        for joint in defn.joints:
+            if joint.name in skipped:
+                continue
             bone = arm.bones[joint.name]
-            store_joint(bone, joint, index)
+            store_joint(bone, joint, index[joint.name])
             b = np.array(bone.matrix_local.to_3x3(), dtype=float)
-            set_ik_settings(pose_of(ob).bones[joint.name], joint,
-                            b.T @ frames[joint.name].rotation)
+            to_bone = b.T @ frames[joint.name].rotation
+            pb = pose_of(ob).bones[joint.name]
+            set_ik_settings(pb, joint, to_bone)
+            if joint.name in groups:
+                group = groups[joint.name]
+                bone[PROP_TRANSLATION] = json.dumps(
+                    [_joint_object(g, index[g.name]) for g in group])
+                pb.lock_location = [not f for f in _free_location(to_bone, group)]
     except Exception:
         bpy.data.objects.remove(ob)
         bpy.data.armatures.remove(arm)

@@ -4,7 +4,14 @@ A bone imported by dhik carries its joint in custom properties (exact). Any othe
 bone's joint is inferred from Blender's IK settings (README, "What export infers"),
 in the bone's own axes whatever its rest orientation:
 
-- the root bone (the one bone without a parent) is the skeleton's fixed root;
+- several root bones hang below one fixed joint :data:`ORIGIN` at the armature origin
+  (skeleton.json has exactly one root); a single root bone is the skeleton's root;
+- a bone whose location channels are free (not connected, not all ``lock_location``)
+  first gets three prismatic joints ``<bone>.tx``, ``.ty``, ``.tz`` along its rest
+  frame's axes (where Blender's location channels live: pose = rest T(loc) R(rot) S;
+  its parent's with Local Location off, :func:`location_frame`), a locked axis limited
+  to ``[0, 0]``; a root bone with free location and rotation is a floating base
+  (``.tx .ty .tz``, then an unlimited spherical joint);
 - no free IK axis (``lock_ik_x/y/z`` all on): fixed;
 - one free axis: revolute about that bone axis, limits from ``ik_min``/``ik_max``
   when ``use_ik_limit`` is on (exact, like Blender's revolute IK segment);
@@ -16,12 +23,16 @@ in the bone's own axes whatever its rest orientation:
   whose X is the bone's Z) are exact; X+Z free (Blender: swing without twist) and
   limits with three free axes (Blender: swing/twist ellipse) are approximate and named
   by :func:`skeleton_notes`;
-- offset: head minus the parent's head in the parent joint's frame (metres); prismatic
-  joints are never inferred.
+- offset: head minus the parent's head in the parent joint's frame (metres).
+
+Joints without a bone of their own (``.rest``, ``.tx``/``.ty``/``.tz``) belong to the
+bone below them (:func:`joint_bones`): they count with it in a chain length and their
+values live on its channels.
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import bpy
@@ -34,6 +45,7 @@ from ..core.rotations import matrix_to_quat, quat_normalize, quat_to_matrix
 from .access import armature_data, pose_of
 from .armature_build import (
     AXES,
+    ORIGIN,
     PROP_AXIS,
     PROP_INDEX,
     PROP_LIMITS,
@@ -41,6 +53,8 @@ from .armature_build import (
     PROP_OFFSET,
     PROP_QUATERNION,
     PROP_TYPE,
+    TRANSLATION_SUFFIXES,
+    stored_translation,
 )
 from .joint_map import JointMap
 from .layout import rest_frames
@@ -77,10 +91,11 @@ def _ik_limit(pb: bpy.types.PoseBone, k: int, sign: float) -> list[float] | None
     return [lo, hi] if sign > 0 else [-hi, -lo]
 
 
-def _stored_joint(bone: bpy.types.Bone) -> dict[str, Any]:
+def _stored_joint(bone: bpy.types.Bone, parent: str | None) -> dict[str, Any]:
+    """The joint stored on ``bone`` by Import Skeleton; ``parent`` the joint above it."""
     joint: dict[str, Any] = {"name": bone.name, "type": str(bone[PROP_TYPE])}
     joint["offset"] = [float(v) for v in bone.get(PROP_OFFSET, (0.0, 0.0, 0.0))]
-    joint["parent"] = bone.parent.name if bone.parent else None
+    joint["parent"] = parent
     if _has(bone, PROP_AXIS):
         joint["axis"] = [float(v) for v in bone[PROP_AXIS]]
     if _has(bone, PROP_LIMITS):
@@ -92,6 +107,46 @@ def _stored_joint(bone: bpy.types.Bone) -> dict[str, Any]:
     if _has(bone, PROP_QUATERNION):
         joint["quaternion"] = [float(v) for v in bone[PROP_QUATERNION]]
     return joint
+
+
+def location_free(bone: bpy.types.Bone, pb: bpy.types.PoseBone) -> bool:
+    """Whether Blender moves ``bone`` by its location channels and a rigger may: not
+    connected (Blender ignores a connected bone's location) and not every axis locked."""
+    return not bone.use_connect and not all(pb.lock_location)
+
+
+def location_frame(bone: bpy.types.Bone) -> np.ndarray:
+    """The rest rotation (armature space) whose axes ``bone``'s location channels move
+    along: its own (Local Location on, Blender's default), else its parent's (the
+    armature's for a root bone)."""
+    if bone.use_local_location:
+        return np.array(bone.matrix_local.to_3x3(), dtype=float)
+    if bone.parent is None:
+        return np.eye(3)
+    return np.array(bone.parent.matrix_local.to_3x3(), dtype=float)
+
+
+def _translation_joints(
+    bone: bpy.types.Bone, pb: bpy.types.PoseBone, rest: np.ndarray, parent: str | None,
+    offset: list[float], taken: set[str],
+) -> list[dict[str, Any]]:
+    """``<bone>.tx``, ``.ty``, ``.tz``: prismatic joints along its location channels' axes
+    (:func:`location_frame`) in the parent joint's frame (``rest``: its rest rotation),
+    the first at the bone's head (``offset`` from ``parent``), a locked axis ``[0, 0]``."""
+    axes = rest.T @ location_frame(bone)
+    out: list[dict[str, Any]] = []
+    for k, suffix in enumerate(TRANSLATION_SUFFIXES):
+        name = _unique(bone.name + suffix, taken)
+        taken.add(name)
+        joint: dict[str, Any] = {
+            "name": name, "type": "prismatic", "parent": parent,
+            "offset": offset if k == 0 else [0.0, 0.0, 0.0],
+            "axis": [float(v) for v in axes[:, k]]}
+        if pb.lock_location[k]:
+            joint["limits"] = [0.0, 0.0]
+        out.append(joint)
+        parent = name
+    return out
 
 
 REST_SUFFIX = ".rest"  # the fixed joint (no bone) that carries a bone's rest rotation
@@ -136,26 +191,22 @@ def _approximations(bone: str, pb: bpy.types.PoseBone, free: list[bool]) -> list
 
 
 def _inferred_joints(
-    bone: bpy.types.Bone, pb: bpy.types.PoseBone, rest: np.ndarray, rest_name: str
+    bone: bpy.types.Bone, pb: bpy.types.PoseBone, rest: np.ndarray, parent: str | None,
+    offset: list[float], rest_name: str,
 ) -> tuple[list[dict[str, Any]], np.ndarray, list[str]]:
-    """Joints of a bone without dhik data, its joint's rest rotation C and the notes.
+    """Rotation joints of a bone without dhik data, its joint's rest rotation C and the notes.
 
-    ``rest`` is the parent joint's rest rotation (armature space); ``rest_name`` the
-    name a rest joint would take. The list holds the bone's joint, preceded by a fixed
-    rest joint when the joint needs the bone's own axes (locks or limits on a spherical
-    joint whose bone is turned against the parent joint's frame).
+    ``rest`` is the rest rotation of the joint above (``parent``; armature space);
+    ``offset`` the bone's head from it (metres, its frame); ``rest_name`` the name a rest
+    joint would take. The list holds the bone's joint, preceded by a fixed rest joint when
+    the joint needs the bone's own axes (locks or limits on a spherical joint whose bone is
+    turned against the parent joint's frame).
     """
-    head = np.array(bone.head_local, dtype=float)
-    parent_head = np.array(bone.parent.head_local, dtype=float) if bone.parent else np.zeros(3)
-    joint: dict[str, Any] = {
-        "name": bone.name,
-        "parent": bone.parent.name if bone.parent else None,
-        "offset": [float(v) for v in rest.T @ (head - parent_head)],
-    }
+    joint: dict[str, Any] = {"name": bone.name, "parent": parent, "offset": offset}
     free = [not getattr(pb, f"lock_ik_{a}") for a in AXES]
     b = np.array(bone.matrix_local.to_3x3(), dtype=float)  # bone axes, armature space
-    notes = _approximations(bone.name, pb, free) if bone.parent is not None else []
-    if bone.parent is None or not any(free):
+    notes = _approximations(bone.name, pb, free)
+    if not any(free):
         joint["type"] = "fixed"
         return [joint], rest, []
     if sum(free) == 1:
@@ -176,8 +227,8 @@ def _inferred_joints(
     if float(np.abs(local - np.eye(3)).max()) <= FRAME_TOLERANCE:
         return [joint], rest, notes
     q = quat_normalize(matrix_to_quat(local))
-    fixed = {"name": rest_name, "type": "fixed", "parent": joint["parent"],
-             "offset": joint["offset"], "quaternion": [float(v) for v in q]}
+    fixed = {"name": rest_name, "type": "fixed", "parent": parent,
+             "offset": offset, "quaternion": [float(v) for v in q]}
     joint["parent"], joint["offset"] = rest_name, [0.0, 0.0, 0.0]
     return [fixed, joint], rest @ quat_to_matrix(q), notes
 
@@ -191,38 +242,64 @@ def _unique(name: str, taken: set[str]) -> str:
     return out
 
 
+Entry = tuple[tuple[int, int], int, int, dict[str, Any]]  # sort key parts, the joint
+
+
 def _read(ob: bpy.types.Object) -> tuple[dict[str, Any], list[str]]:
     """skeleton.json object of ``ob`` and the notes on what its joints approximate."""
     arm = armature_data(ob)
     bones = pose_of(ob).bones
     roots = [b.name for b in arm.bones if b.parent is None]
-    if len(roots) != 1:
-        names = ", ".join(roots)
-        problem = f"has {len(roots)} root bones ({names})" if roots else "has no bones"
-        raise DhikError.at(f"armature {ob.name!r}", "", f"{problem}; dhik needs exactly one root")
-    entries: list[tuple[tuple[int, int], int, int, dict[str, Any]]] = []
-    rest: dict[str, np.ndarray] = {}
+    if not roots:
+        raise DhikError.at(f"armature {ob.name!r}", "", "has no bones")
     taken = {b.name for b in arm.bones}
+    entries: list[Entry] = []
+    origin = None
+    if len(roots) > 1:  # skeleton.json has one root: a fixed joint at the armature origin
+        origin = _unique(ORIGIN, taken)
+        taken.add(origin)
+        entries.append(((-1, 0), 0, 0, {"name": origin, "type": "fixed", "parent": None,
+                                        "offset": [0.0, 0.0, 0.0]}))
+    rest: dict[str, np.ndarray] = {}
     notes: list[str] = []
     for position, bone in enumerate(_hierarchy(arm)):
+        parent = bone.parent.name if bone.parent else origin
         parent_rest = rest[bone.parent.name] if bone.parent else np.eye(3)
+        found: list[dict[str, Any]] = []
+        keys: list[tuple[int, int]] = []
         if _has(bone, PROP_TYPE):
-            joint = _stored_joint(bone)
+            for joint, index in stored_translation(bone):
+                found.append({**joint, "parent": parent})
+                keys.append((0, index))
+                parent = joint["name"]
+            joint = _stored_joint(bone, parent)
             q = joint.get("quaternion")
             if joint["type"] == "fixed" and q is not None:
                 rest[bone.name] = parent_rest @ quat_to_matrix(q)
             else:
                 rest[bone.name] = parent_rest
-            found = [joint]
+            found.append(joint)
+            keys.append(_index_key(bone))
         else:
+            head = np.array(bone.head_local, dtype=float)
+            above = np.array(bone.parent.head_local, dtype=float) if bone.parent else np.zeros(3)
+            offset = [float(v) for v in parent_rest.T @ (head - above)]
+            if location_free(bone, bones[bone.name]):
+                found = _translation_joints(bone, bones[bone.name], parent_rest, parent,
+                                            offset, taken)
+                parent, offset = found[-1]["name"], [0.0, 0.0, 0.0]
             rest_name = _unique(bone.name + REST_SUFFIX, taken)
-            found, rest[bone.name], more = _inferred_joints(
-                bone, bones[bone.name], parent_rest, rest_name)
+            turned, rest[bone.name], more = _inferred_joints(
+                bone, bones[bone.name], parent_rest, parent, offset, rest_name)
+            found += turned
             notes.extend(more)
             taken.update(j["name"] for j in found)
-        for sub, joint in enumerate(found):
-            entries.append((_index_key(bone), position, sub, joint))
-    data = {"root_name": roots[0], "joints": [e[3] for e in sorted(entries, key=lambda e: e[:3])]}
+            keys = [_index_key(bone)] * len(found)
+        for sub, (key, joint) in enumerate(zip(keys, found, strict=True)):
+            entries.append((key, position, sub, joint))
+    top = origin if origin is not None else next(e[3]["name"] for e in entries
+                                                 if e[3]["parent"] is None)
+    data = {"root_name": top, "joints": [e[3] for e in sorted(entries, key=lambda e: e[:3])]}
     return data, notes
 
 
@@ -237,24 +314,51 @@ def skeleton_notes(ob: bpy.types.Object) -> list[str]:
     return _read(ob)[1]
 
 
+def joint_bones(defn: SkeletonDef, bone_names: set[str] | frozenset[str]) -> dict[str, str | None]:
+    """The bone each joint belongs to: its own, or for a joint without one (``.rest``,
+    ``.tx``/``.ty``/``.tz``) the bone below it; None for :data:`ORIGIN`."""
+    children: dict[str, list[str]] = {}
+    for j in defn.joints:
+        if j.parent is not None:
+            children.setdefault(j.parent, []).append(j.name)
+    out: dict[str, str | None] = {}
+    for j in reversed(defn.joints):  # children first (the definition lists parents first)
+        kids = children.get(j.name, [])
+        out[j.name] = j.name if j.name in bone_names else (
+            out[kids[0]] if len(kids) == 1 else None)
+    return out
+
+
 def chain_joint_count(ob: bpy.types.Object, defn: SkeletonDef, effector: str, bones: int) -> int:
     """The core's chain length (joints at the end of the path to ``effector``) for a chain
     of ``bones`` bones as Blender's IK constraint counts them (0, or more bones than the
-    path has: 0, up to the root). A ``.rest`` joint has no bone: it counts with its bone."""
+    path has: 0, up to the root).
+
+    A joint without a bone counts with the bone below it (:func:`joint_bones`), with one
+    exception: the chain's first bone keeps its location joints outside the chain (held at
+    its keys), as Blender's IK turns a chain's bones about their heads and never slides
+    the first one off its parent; a root bone has no parent to stay on, so a chain that
+    reaches it solves its location too (a floating base)."""
     if bones <= 0:
         return 0
-    names = {b.name for b in armature_data(ob).bones}
-    parent = {j.name: j.parent for j in defn.joints}
+    arm = armature_data(ob)
+    owner = joint_bones(defn, {b.name for b in arm.bones})
+    joints = {j.name: j for j in defn.joints}
     count, seen = 0, 0
     at: str | None = effector
     while at is not None:
         count += 1
-        if at in names:
+        if at == owner[at]:
             seen += 1
             if seen == bones:
-                above = parent[at]
-                return count + (1 if above is not None and above not in names else 0)
-        at = parent[at]
+                top = arm.bones[at]
+                above = joints[at].parent
+                while above is not None and owner[above] == at and (
+                        top.parent is None or joints[above].type != "prismatic"):
+                    count += 1
+                    above = joints[above].parent
+                return count
+        at = joints[at].parent
     return 0
 
 
@@ -264,26 +368,40 @@ def read_skeleton(ob: bpy.types.Object) -> SkeletonDef:
 
 
 def joint_maps(ob: bpy.types.Object, defn: SkeletonDef) -> dict[str, JointMap]:
-    """Joint -> bone channel maps, checking that bone heads sit on the joints' rest positions."""
+    """Joint -> bone channel maps, checking that bone heads sit on the joints' rest positions.
+
+    A bone's prismatic joints (its ``.tx``/``.ty``/``.tz``, or an imported prismatic bone)
+    share its location channel: each adds ``M axis * displacement``, and each reads its
+    displacement back through the matching row of the pseudo-inverse of their axes."""
     frames = rest_frames(defn)
     maps: dict[str, JointMap] = {}
     arm = armature_data(ob)
+    owner = joint_bones(defn, {b.name for b in arm.bones})
+    slides: dict[str, list[str]] = {}
     for j in defn.joints:
-        bone = arm.bones.get(j.name)
-        if bone is None and j.type == "fixed":
-            continue  # a rest joint (REST_SUFFIX): it has no bone and never moves
-        if bone is None:
+        name = owner[j.name]
+        if name is None or (name != j.name and j.type == "fixed"):
+            continue  # ORIGIN or a rest joint (REST_SUFFIX): no bone, never moves
+        if j.type != "fixed" and name != j.name and j.type != "prismatic":
             raise DhikError.at(f"armature {ob.name!r}", f"bones[{j.name!r}]",
                                "is missing: the skeleton has a moving joint of that name")
+        bone = arm.bones[name]
         head = np.array(bone.head_local, dtype=float)
         gap = float(np.linalg.norm(head - frames[j.name].position))
         if gap > REST_TOLERANCE:
             raise DhikError.at(
-                f"armature {ob.name!r}", f"bones[{j.name!r}]",
+                f"armature {ob.name!r}", f"bones[{name!r}]",
                 f"head is {gap:.3g} m away from the joint's rest position "
                 "(bone moved in Edit Mode after import?)",
             )
-        b = np.array(bone.matrix_local.to_3x3(), dtype=float)
+        b = location_frame(bone) if j.type == "prismatic" else np.array(
+            bone.matrix_local.to_3x3(), dtype=float)
         axis = None if j.axis is None else np.asarray(j.axis, dtype=float)
-        maps[j.name] = JointMap(j.name, j.type, axis, b.T @ frames[j.name].rotation)
+        maps[j.name] = JointMap(j.name, j.type, axis, b.T @ frames[j.name].rotation, name)
+        if j.type == "prismatic":
+            slides.setdefault(name, []).append(j.name)
+    for names in slides.values():  # location -> displacements: pseudo-inverse of the axes
+        columns = np.column_stack([maps[n].bone_axis() for n in names])
+        for n, row in zip(names, np.linalg.pinv(columns), strict=True):
+            maps[n] = replace(maps[n], read_axis=row)
     return maps

@@ -44,8 +44,11 @@ from .bake_keys import (
 from .frames import frame_loop
 from .joint_map import JointMap
 from .props import DHIK_PG_settings, scene_settings, settings
+from .rig_checks import FrameCheck, check_nla, check_rig, nla_in_use
 from .safety import check_applied_scale, require_in_scene
 from .targets import armature_space_tracks, joint_frame_track
+from .verify import Check
+from .verify import report as report_blender_check
 
 MARKER_NAME = "dhik: not converged"
 
@@ -135,8 +138,10 @@ class BakeRig:
                     raise DhikError.at("DHIK", where, "the pole cannot be the armature itself")
                 if s.method != "robust":
                     raise DhikError.at("DHIK", where, "a pole target needs the Robust method")
-        return cls(ob, skeleton, maps, names, [_main_weights(s)] + [(r[2], r[3]) for r in rows],
-                   lengths, [target] + [r[1] for r in rows], poles,
+        weights = [_main_weights(s)] + [(r[2], r[3]) for r in rows]
+        check_rig(ob, defn, maps, names, solved, weights)  # what the model cannot follow
+        return cls(ob, skeleton, maps, names, weights, lengths,
+                   [target] + [r[1] for r in rows], poles,
                    [float(s.pole_angle)] + [r[6] for r in rows], solved, driven_names,
                    s.solver_settings())
 
@@ -148,8 +153,8 @@ class BakeRig:
         """Joints' values (SPEC 3.3 entries: radians, metres) from their bones' current
         pose."""
         bones = pose_of(self.armature).bones
-        return {name: self.maps[name].entry(channel_quaternion(bones[name]),
-                                            np.array(bones[name].location))
+        return {name: self.maps[name].entry(channel_quaternion(bones[self.maps[name].bone]),
+                                            np.array(bones[self.maps[name].bone].location))
                 for name in names}
 
     def keyed_poses_around(self, context: bpy.types.Context, start: int, end: int
@@ -214,6 +219,7 @@ class BakeJob:
     # action: a warm bake starts and ends at them (a re-baked part joins the keys around)
     previous: dict[str, dict[str, Any]] | None = None
     following: dict[str, dict[str, Any]] | None = None
+    blender_check: Check | None = None  # what Blender shows after the keys (verify.py)
 
     @property
     def frame_count(self) -> int:
@@ -232,15 +238,19 @@ class BakeJob:
                                "frames >= 0")
         if s.bake_action == "CURRENT":
             check_current_action(rig.armature)
+        check_nla(rig.armature)
         path = bpy.path.abspath(s.animation_path) if s.animation_path else ""
         driven: list[tuple[int, dict[str, Any]]] = []
+        check = FrameCheck(rig.armature, rig.skeleton.defn, rig.maps, rig.names, rig.solved,
+                           rig.weights)
 
         def read_driven(frame: int) -> None:  # the unsolved bones' own animation
-            driven.append((frame, rig.driven_values()))
+            check(frame)
+            if rig.driven_names:
+                driven.append((frame, rig.driven_values()))
 
         per_object = armature_space_tracks(context, rig.objects, rig.armature,
-                                           range(start, end + 1),
-                                           read_driven if rig.driven_names else None)
+                                           range(start, end + 1), read_driven)
         previous = following = None
         if s.bake_action == "CURRENT" and not s.cold_start:
             previous, following = rig.keyed_poses_around(context, start, end)
@@ -271,9 +281,9 @@ class BakeJob:
         if self.animation_path:
             save_animation(result.frames, self.animation_path)
         if self.bake_action == "NEW":
-            write_new(self.armature, plan)
+            write_new(self.armature, plan, nla_in_use(self.armature))
         else:
-            write_current(self.armature, plan)
+            write_current(self.armature, plan, nla_in_use(self.armature))
         scene = scene_of(context)
         for m in [m for m in scene.timeline_markers if m.name == MARKER_NAME
                   and (self.bake_action == "NEW" or plan.start <= m.frame <= plan.end)]:
@@ -293,6 +303,7 @@ class BakeJob:
         s.result_method = result.method
         s.result_keys = plan.key_count
         s.result_key_error = plan.max_error
+        self.blender_check = report_blender_check(context, self, result)  # verify.py
         return plan
 
 

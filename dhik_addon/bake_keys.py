@@ -102,11 +102,16 @@ class BoneKeys:
 
 @dataclass
 class KeyPlan:
-    """Every key a bake writes, and the figures of its reduction."""
+    """Every key a bake writes, and the figures of its reduction.
+
+    ``covered``: per keyed bone, the transform properties its joints carry (solved or
+    driven); the bake keys or keeps those and holds its other transform channels at rest.
+    """
 
     start: int
     end: int
     bones: list[BoneKeys] = field(default_factory=list)
+    covered: dict[str, set[str]] = field(default_factory=dict)
 
     @property
     def key_count(self) -> int:
@@ -146,6 +151,20 @@ def channel_rows_of(
     return rotation_prop(mode), kind, kc.rotation_channel(kind, raw, start)
 
 
+def _bone_joints(maps: dict[str, JointMap]) -> dict[str, tuple[str | None, list[str]]]:
+    """Per bone: the joint on its rotation channel (or None) and the joints that share its
+    location channel (its ``.tx``/``.ty``/``.tz``, or its own prismatic joint)."""
+    out: dict[str, tuple[str | None, list[str]]] = {}
+    for name, jm in maps.items():
+        rot, slides = out.get(jm.bone, (None, []))
+        if jm.channel == "rotation_quaternion":
+            rot = name
+        elif jm.channel == "location":
+            slides = [*slides, name]
+        out[jm.bone] = (rot, slides)
+    return out
+
+
 def plan_keys(
     ob: bpy.types.Object, maps: dict[str, JointMap], frames: Sequence[dict],
     solved: Sequence[str], frame_step: int = 1, key_reduction: float = 0.0,
@@ -153,12 +172,14 @@ def plan_keys(
 ) -> KeyPlan:
     """Keys of the ``solved`` joints' bones for animation.json-style ``frames``.
 
-    Rotation keys follow each bone's rotation mode; prismatic joints key ``location``.
-    Candidate frames are every ``frame_step``-th solved frame and the last one; with
-    ``key_reduction > 0`` only the keys needed to stay within that joint error (rad or
-    m) of the solved values at the candidate frames are kept. ``before`` (see
-    :func:`values_before`): the rotation channel just before the range, which the new
-    keys continue (same Euler turns, quaternion sign).
+    Rotation keys follow each bone's rotation mode; prismatic joints key ``location``
+    (a bone's translation joints together: the sum of their channel values, so every one
+    of them must have values in ``frames``, as a bake's frames do). Candidate frames are
+    every ``frame_step``-th solved frame and the last one; with ``key_reduction > 0``
+    only the keys needed to stay within that joint error (rad or m) of the solved values
+    at the candidate frames are kept. ``before`` (see :func:`values_before`): the
+    rotation channel just before the range, which the new keys continue (same Euler
+    turns, quaternion sign).
     """
     if frame_step < 1:
         raise DhikError.at("DHIK", "frame_step", f"must be >= 1, got {frame_step}")
@@ -170,22 +191,34 @@ def plan_keys(
         np.array([fr["frame"] for fr in frames], dtype=int)
     pick = kc.stepped(len(frames), frame_step)
     plan = KeyPlan(int(numbers[0]), int(numbers[-1]))
-    for name in solved:
+    owners = _bone_joints(maps)
+
+    def raw(name: str) -> np.ndarray:  # the joint's channel values, one row per frame
         jm = maps[name]
-        if jm.channel is None:
-            continue
-        start = None if before is None else before.get(name)
         if columns is not None:  # a bake's frames: the joint's column, no dict per frame
-            raw = jm.channel_values(columns.column(name))
-            prop, kind, values = channel_rows_of(bones[name], jm, raw, start)
-        else:
-            prop, kind, values = channel_rows(bones[name], jm,
-                                              [fr["joints"][name] for fr in frames], start)
-        cand_frames, cand_values = numbers[pick], values[pick]
-        kept = kc.reduce_keys(kind, cand_frames, cand_values, key_reduction)
-        error = kc.max_key_error(kind, cand_frames, cand_values, kept)
-        plan.bones.append(BoneKeys(name, prop, kind, cand_frames[kept], cand_values[kept],
-                                   len(frames), error))
+            return jm.channel_values(columns.column(name))
+        return np.array([jm.channel_value(fr["joints"][name]) for fr in frames], dtype=float)
+
+    wanted = [maps[n].bone for n in solved if maps[n].channel is not None]
+    for bone in dict.fromkeys(wanted):  # keyed bones, in skeleton order
+        rot, slides = owners[bone]
+        pb = bones[bone]
+        plan.covered[bone] = {"location"} if slides else set()
+        keyed: list[tuple[str, str, np.ndarray]] = []
+        if rot is not None:
+            plan.covered[bone].add(rotation_prop(pb.rotation_mode))
+            if rot in solved:
+                start = None if before is None else before.get(rot)
+                keyed.append(channel_rows_of(pb, maps[rot], raw(rot), start))
+        if any(n in solved for n in slides):
+            keyed.append(("location", kc.LOCATION, sum((raw(n) for n in slides[1:]),
+                                                       raw(slides[0]))))
+        for prop, kind, values in keyed:
+            cand_frames, cand_values = numbers[pick], values[pick]
+            kept = kc.reduce_keys(kind, cand_frames, cand_values, key_reduction)
+            error = kc.max_key_error(kind, cand_frames, cand_values, kept)
+            plan.bones.append(BoneKeys(bone, prop, kind, cand_frames[kept], cand_values[kept],
+                                       len(frames), error))
     return plan
 
 
@@ -200,7 +233,9 @@ def values_before(
     bones = pose_of(ob).bones
     out: dict[str, np.ndarray] = {}
     for name in solved:
-        pb = bones[name]
+        pb = bones.get(name)
+        if pb is None:
+            continue  # a translation joint: its bone's location needs no continuity
         prop = rotation_prop(pb.rotation_mode)
         path = pb.path_from_id(prop)
         curves = [cb.fcurves.find(path, index=i) for i in range(len(REST[prop]))]
@@ -221,7 +256,9 @@ def keyed_outside(ob: bpy.types.Object, solved: Sequence[str], start: int, end: 
     bones = pose_of(ob).bones
     before = after = True
     for name in solved:
-        pb = bones[name]
+        pb = bones.get(name)
+        if pb is None:
+            continue  # a translation joint (no bone of its own)
         prop = rotation_prop(pb.rotation_mode)
         path = pb.path_from_id(prop)
         for i in range(len(REST[prop])):
@@ -306,10 +343,11 @@ def _curve(cb: bpy.types.ActionChannelbag, path: str, index: int,
     return fc
 
 
-def _held_props(pb: bpy.types.PoseBone, keyed: str) -> list[str]:
-    """A solved bone's transform properties that the solve assumes at rest."""
+def _held_props(pb: bpy.types.PoseBone, covered: set[str]) -> list[str]:
+    """A keyed bone's transform properties that no joint of it carries: the solve assumes
+    them at rest."""
     rotation = rotation_prop(pb.rotation_mode)
-    return [p for p in ("location", rotation, "scale") if p != keyed]
+    return [p for p in ("location", rotation, "scale") if p not in covered]
 
 
 def current_channelbag(ob: bpy.types.Object) -> bpy.types.ActionChannelbag:
@@ -337,31 +375,43 @@ def check_current_action(ob: bpy.types.Object) -> None:
                            "from a library and cannot be edited; bake into a new action")
 
 
-def write_current(ob: bpy.types.Object, plan: KeyPlan) -> None:
-    """Key ``plan`` into ``ob``'s current action (see module docstring, CURRENT)."""
+def _hold(cb: bpy.types.ActionChannelbag, pb: bpy.types.PoseBone, covered: set[str],
+          start: int, end: int, by_keys: bool) -> None:  # fmt: skip
+    """Hold a keyed bone's other transform channels at rest inside ``[start, end]``: keys
+    at the range ends where they have F-curves (or always, ``by_keys``), else the value."""
+    for prop in _held_props(pb, covered):
+        held = pb.path_from_id(prop)
+        rest = REST[prop]
+        curves = [cb.fcurves.find(held, index=i) for i in range(len(rest))]
+        if by_keys or any(fc is not None for fc in curves):
+            ends = np.array([start, end], dtype=float)
+            for i, value in enumerate(rest):
+                replace_range(_curve(cb, held, i, pb.name), start, end, ends, np.full(2, value))
+        else:
+            setattr(pb, prop, rest)
+
+
+def write_current(ob: bpy.types.Object, plan: KeyPlan, hold_by_keys: bool = False) -> None:
+    """Key ``plan`` into ``ob``'s current action (see module docstring, CURRENT).
+
+    ``hold_by_keys``: key the held channels at rest on the range ends even where the
+    action has no F-curve for them (NLA strips below may animate them)."""
     cb = current_channelbag(ob)
     bones = pose_of(ob).bones
-    start, end = plan.start, plan.end
     for bk in plan.bones:
-        pb = bones[bk.bone]
-        path = pb.path_from_id(bk.prop)
+        path = bones[bk.bone].path_from_id(bk.prop)
         for i in range(bk.values.shape[1]):
-            replace_range(_curve(cb, path, i, bk.bone), start, end, bk.frames, bk.values[:, i])
-        for prop in _held_props(pb, bk.prop):
-            held = pb.path_from_id(prop)
-            rest = REST[prop]
-            curves = [cb.fcurves.find(held, index=i) for i in range(len(rest))]
-            if any(fc is not None for fc in curves):
-                ends = np.array([start, end], dtype=float)
-                for i, value in enumerate(rest):
-                    fc = _curve(cb, held, i, bk.bone)
-                    replace_range(fc, start, end, ends, np.full(2, value))
-            else:
-                setattr(pb, prop, rest)
+            replace_range(_curve(cb, path, i, bk.bone), plan.start, plan.end, bk.frames,
+                          bk.values[:, i])
+    for bone, covered in plan.covered.items():
+        _hold(cb, bones[bone], covered, plan.start, plan.end, hold_by_keys)
 
 
-def write_new(ob: bpy.types.Object, plan: KeyPlan) -> bpy.types.Action:
-    """Key ``plan`` into a new action (see module docstring, NEW); the new action."""
+def write_new(ob: bpy.types.Object, plan: KeyPlan, hold_by_keys: bool = False
+              ) -> bpy.types.Action:  # fmt: skip
+    """Key ``plan`` into a new action (see module docstring, NEW); the new action.
+    ``hold_by_keys``: also key the keyed bones' other channels at rest on the range ends
+    (NLA strips below may animate them)."""
     previous = ob.animation_data.action if ob.animation_data else None
     if previous is not None and not previous.get(BAKE_TAG):
         previous.use_fake_user = True
@@ -374,4 +424,7 @@ def write_new(ob: bpy.types.Object, plan: KeyPlan) -> bpy.types.Action:
     for bk in plan.bones:
         path = bones[bk.bone].path_from_id(bk.prop)
         keying.write_vector(cb, path, bk.frames.tolist(), bk.values, bk.bone)
+    if hold_by_keys:
+        for bone, covered in plan.covered.items():
+            _hold(cb, bones[bone], covered, plan.start, plan.end, True)
     return action

@@ -13,8 +13,14 @@ channels (``PoseBone.matrix_basis``, bone rest frame) are:
 
 - spherical: ``rotation_quaternion = M q M^T`` (``q`` the joint's local quaternion);
 - revolute:  ``rotation_quaternion = axis_angle(M axis, angle)`` (radians);
-- prismatic: ``location = M axis * displacement`` (metres);
+- prismatic: ``location = M axis * displacement`` (metres; ``B`` is the frame the
+  bone's location moves in: its own rest rotation, or its parent's when the bone's
+  Local Location is off);
 - fixed: identity channels.
+
+A joint without a bone of its own (a bone's ``.tx``/``.ty``/``.tz`` translation joints)
+maps onto the channels of the bone it belongs to (:attr:`JointMap.bone`); the bone's
+location is the sum of its prismatic joints' ``M axis * displacement``.
 """
 
 from __future__ import annotations
@@ -41,13 +47,28 @@ class JointMap:
     """How one joint's value maps onto its bone's channels.
 
     ``to_bone`` is ``M = B^T C`` (3x3, joint frame -> bone rest frame); ``axis`` is the
-    unit joint axis in the joint's local frame (revolute/prismatic, else None).
+    unit joint axis in the joint's local frame (revolute/prismatic, else None). ``bone``
+    is the bone whose channels carry the joint (its own name unless it has no bone);
+    ``read_axis`` (prismatic) the vector whose dot product with the bone's location is
+    the displacement (the bone axis itself unless several joints share the location).
     """
 
     name: str
     type: str
     axis: Vec | None
     to_bone: Vec
+    bone_name: str | None = None
+    read_axis: Vec | None = None
+
+    @property
+    def bone(self) -> str:
+        """The bone whose channels carry this joint."""
+        return self.bone_name if self.bone_name is not None else self.name
+
+    def bone_axis(self) -> Vec:
+        """The joint axis in the bone's rest frame, ``M axis`` (revolute/prismatic)."""
+        assert self.axis is not None, self.name
+        return self.to_bone @ self.axis
 
     @property
     def channel(self) -> str | None:
@@ -113,7 +134,8 @@ class JointMap:
             s = float(np.dot(rotation_quaternion[1:], bone_axis))
             return {"type": "revolute", "angle": 2.0 * math.atan2(s, w)}
         if self.type == "prismatic":
-            return {"type": "prismatic", "displacement": float(np.dot(location, bone_axis))}
+            read = bone_axis if self.read_axis is None else self.read_axis
+            return {"type": "prismatic", "displacement": float(np.dot(location, read))}
         raise ValueError(f"joint {self.name!r} ({self.type}) has no value")
 
 

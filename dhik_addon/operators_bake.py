@@ -59,8 +59,10 @@ class DHIK_OT_bake(bpy.types.Operator):
             self.report({"WARNING"}, f"Bones {', '.join(map(repr, posed))} are fixed joints "
                         "on the chain but posed or animated: the bake took them at rest, so "
                         "where they move the effectors miss their targets")
+        check = job.blender_check  # verify.py: Blender's evaluated effectors after the keys
         level: Literal["INFO", "WARNING"] = (
-            "INFO" if result.converged_count == len(result.records) else "WARNING"
+            "INFO" if result.converged_count == len(result.records)
+            and not (check and check.missed) else "WARNING"
         )
         for note in skeleton_notes(job.armature):  # Blender IK settings kept approximately
             self.report({"WARNING"}, f"Approximate: {note}")

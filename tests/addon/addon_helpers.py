@@ -121,9 +121,17 @@ def defn_type(defn: Any, name: str) -> str:
     return next(j.type for j in defn.joints if j.name == name)
 
 
+def lock_root(pb: Any) -> None:
+    """Lock a pose bone as a rigger keeps a body part in place: every IK axis (a fixed
+    joint) and the location channels (no translation joints)."""
+    pb.lock_ik_x = pb.lock_ik_y = pb.lock_ik_z = True
+    pb.lock_location = (True, True, True)
+
+
 def build_plain_rig():
-    """A leg made in Blender without dhik data: fixed root, spherical hip (Y locked,
-    X limited), revolute knee about X, locked toe. Bone X = world X, bone Z = -Y."""
+    """A leg made in Blender without dhik data: a locked root (a fixed joint), spherical
+    hip (Y locked, X limited), revolute knee about X, locked toe, each bone connected to
+    the one above (as extruding them gives). Bone X = world X, bone Z = -Y."""
     import bpy
 
     arm = bpy.data.armatures.new("rig")
@@ -142,7 +150,9 @@ def build_plain_rig():
         eb.align_roll((0, -1, 0))
         if parent:
             eb.parent = arm.edit_bones[parent]
+            eb.use_connect = True
     bpy.ops.object.mode_set(mode="OBJECT")
+    lock_root(ob.pose.bones["root"])
     knee = ob.pose.bones["knee"]
     knee.lock_ik_y = knee.lock_ik_z = True
     knee.use_ik_limit_x, knee.ik_min_x, knee.ik_max_x = True, -0.5, 2.0
@@ -201,8 +211,9 @@ def keyed_root(target: Any) -> Any:
 
 
 # A hand-made arm with angled, rolled bones (armature space, metres; roll in radians):
-# fixed root, upper arm (all axes free, IK limit on X), forearm (hinge about its X, limited),
-# hand (lock_ik_y: X and Z free). The hand is the single leaf, the effector.
+# a locked root (fixed), upper arm (all axes free, IK limit on X; not connected, its
+# location locked to keep it on the body), forearm (hinge about its X, limited), hand
+# (lock_ik_y: X and Z free). The hand is the single leaf, the effector.
 ANGLED_ARM = [
     ("root", (0.0, 0.0, 0.0), (0.0, 0.0, 1.0), 0.0, None),
     ("upper_arm", (0.2, 0.0, 1.4), (0.45, 0.08, 1.15), 0.7, "root"),
@@ -230,7 +241,9 @@ def build_angled_arm(name: str = "arm"):
             eb.use_connect = parent != "root"
     bpy.ops.object.mode_set(mode="OBJECT")
     pose = ob.pose.bones
+    lock_root(pose["root"])
     upper = pose["upper_arm"]
+    upper.lock_location = (True, True, True)
     upper.use_ik_limit_x = True
     upper.ik_min_x, upper.ik_max_x = UPPER_ARM_X
     fore = pose["forearm"]
