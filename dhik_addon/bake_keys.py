@@ -343,7 +343,7 @@ def _curve(cb: bpy.types.ActionChannelbag, path: str, index: int,
     return fc
 
 
-def _held_props(pb: bpy.types.PoseBone, covered: set[str]) -> list[str]:
+def held_props(pb: bpy.types.PoseBone, covered: set[str]) -> list[str]:
     """A keyed bone's transform properties that no joint of it carries: the solve assumes
     them at rest."""
     rotation = rotation_prop(pb.rotation_mode)
@@ -379,7 +379,7 @@ def _hold(cb: bpy.types.ActionChannelbag, pb: bpy.types.PoseBone, covered: set[s
           start: int, end: int, by_keys: bool) -> None:  # fmt: skip
     """Hold a keyed bone's other transform channels at rest inside ``[start, end]``: keys
     at the range ends where they have F-curves (or always, ``by_keys``), else the value."""
-    for prop in _held_props(pb, covered):
+    for prop in held_props(pb, covered):
         held = pb.path_from_id(prop)
         rest = REST[prop]
         curves = [cb.fcurves.find(held, index=i) for i in range(len(rest))]

@@ -50,9 +50,8 @@ from ..core.app.bake import BakeResult
 from ..core.app.live import LiveSolver
 from ..core.errors import DhikError
 from .access import pose_of
-from .animation import channel_quaternion
 from .bake_job import BakeCancelled, BakeJob, BakeRig
-from .bake_keys import REST, channel_rows, rotation_prop
+from .bake_keys import REST, held_props, plan_keys, rotation_prop
 from .frames import PAUSED
 from .props import DHIK_PG_settings, on_live_preview, scene_settings
 from .safety import require_in_scene
@@ -397,8 +396,8 @@ def _solve_frame(live: _Live, scene: bpy.types.Scene, inputs: list[np.ndarray]) 
     poles: list[tuple[float, float, float] | None] = [None] * m
     for k, i in enumerate(poled):
         poles[i] = _xyz(inputs[m + k])
-    res = live.solver.solve(inputs[:m], rig.driven_values() or None,
-                            poles if poled else None,
+    driven = rig.driven_values()
+    res = live.solver.solve(inputs[:m], driven or None, poles if poled else None,
                             restart=not live.converged or live.solves == 0)
     live.converged = res.converged
     live.solves += 1
@@ -411,7 +410,7 @@ def _solve_frame(live: _Live, scene: bpy.types.Scene, inputs: list[np.ndarray]) 
         live.status = PLANNING
     else:
         live.status = CHANGED
-    _pose(rig, res.values)
+    _pose(rig, {**driven, **res.values})
 
 
 def _same(a: list[np.ndarray], b: list[np.ndarray]) -> bool:
@@ -454,10 +453,7 @@ def _start(scene: bpy.types.Scene, signature: tuple[Any, ...]) -> _Live:
     s = scene_settings(scene)
     s.preview_error = ""
     _save(scene, rig)
-    bones = pose_of(rig.armature).bones
-    current = {name: rig.maps[name].entry(channel_quaternion(bones[name]),
-                                          np.array(bones[name].location))
-               for name in rig.solved if rig.maps[name].channel is not None}
+    current = rig.pose_values([n for n in rig.solved if rig.maps[n].channel is not None])
     tracks = rig.tracks([[(0, np.eye(4))] for _ in rig.objects])
     solver = LiveSolver(rig.skeleton, tracks, rig.settings)
     solver.reset(current)
@@ -468,22 +464,28 @@ def _start(scene: bpy.types.Scene, signature: tuple[Any, ...]) -> _Live:
 
 
 def _pose(rig: BakeRig, values: dict[str, dict[str, Any]]) -> None:
-    """Set the solved bones' channels to ``values`` as a bake keys them
-    (:func:`~.bake_keys.channel_rows`: each bone's rotation mode, Euler angles continued
-    from the current ones); their other transform channels at rest, as a bake holds them."""
+    """Set the solved bones' channels to ``values`` (SPEC 3.3 entries of every joint on
+    the paths) as a bake keys them (:func:`~.bake_keys.plan_keys` of one frame: each
+    bone's rotation mode, Euler angles continued from the current ones, a bone's
+    translation joints on its location); their other transform channels at rest, as a
+    bake holds them."""
     bones = pose_of(rig.armature).bones
-    for name in rig.solved:
-        jm, entry = rig.maps[name], values.get(name)
-        if jm.channel is None or entry is None:
-            continue
-        pb = bones[name]
-        rotation = rotation_prop(pb.rotation_mode)
-        now = None if jm.channel == "location" else np.array(getattr(pb, rotation), dtype=float)
-        prop, _kind, rows = channel_rows(pb, jm, [entry], now)
-        setattr(pb, prop, rows[0].tolist())
-        for held in ("location", rotation, "scale"):
-            if held != prop:
-                setattr(pb, held, REST[held])
+    names = [n for n in rig.solved if n in values and rig.maps[n].channel is not None]
+    if not names:
+        return
+    before = {}
+    for n in names:
+        if rig.maps[n].channel != "location":
+            pb = bones[rig.maps[n].bone]
+            before[n] = np.array(getattr(pb, rotation_prop(pb.rotation_mode)), dtype=float)
+    plan = plan_keys(rig.armature, rig.maps, [{"frame": 0, "joints": values}], names,
+                     before=before)
+    for keys in plan.bones:
+        setattr(bones[keys.bone], keys.prop, keys.values[0].tolist())
+    for bone, covered in plan.covered.items():
+        pb = bones[bone]
+        for prop in held_props(pb, covered):
+            setattr(pb, prop, REST[prop])
 
 
 # --------------------------------------------------------------------------- the planner
@@ -571,9 +573,7 @@ def _finish(scene: bpy.types.Scene, live: _Live, plan: _Plan) -> None:
     if plan.result is None:  # cancelled
         live.plan = None
         return
-    solved = set(live.rig.solved)
-    plan.values = {int(fr["frame"]): {k: v for k, v in fr["joints"].items() if k in solved}
-                   for fr in plan.result.frames}
+    plan.values = {int(fr["frame"]): dict(fr["joints"]) for fr in plan.result.frames}
     frame = scene.frame_current
     if frame in plan.values:
         _BUSY.add(scene.name_full)
@@ -601,8 +601,9 @@ def _save(scene: bpy.types.Scene, rig: BakeRig) -> None:
     (or an undo step) still restores the pose from before the preview."""
     s = scene_settings(scene)
     bones = pose_of(rig.armature).bones
+    keyed = dict.fromkeys(rig.maps[n].bone for n in rig.solved)  # bones, in order
     saved = {name: {prop: [float(v) for v in getattr(bones[name], prop)] for prop in CHANNELS}
-             for name in rig.solved if name in bones}
+             for name in keyed if name in bones}
     if s.preview_saved:
         earlier = json.loads(s.preview_saved)
         if earlier.get("armature") == rig.armature.name:

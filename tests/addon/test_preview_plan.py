@@ -169,3 +169,32 @@ def test_the_panel_says_what_the_preview_shows(addon, core) -> None:
     assert labels() == [f"Preview: {pv.OUTSIDE}"]
     s.live_preview = False
     assert labels() == []
+
+
+def test_a_floating_base_previews_what_bake_keys(addon) -> None:
+    """Whole-body IK (chain length 0 on both feet of a biped whose hips translate): the
+    hips' translation joints ride on their location channel, as Bake keys them (the
+    preview stopped with a KeyError on ``hips.tx`` before)."""
+    from rig_builders import build_biped, set_effectors, snapped_targets, world_to_bone
+
+    ob = build_biped()
+    hips = ob.pose.bones["hips"]
+    frames = list(range(0, 13))
+
+    def pose(f: int) -> dict:
+        return {"hips": {"location": world_to_bone(hips, (0.0, -0.03 * f / 12, -0.1 * f / 12))}}
+
+    empties = snapped_targets(ob, ["foot.L", "foot.R"], frames, pose)
+    set_effectors(ob, empties, 0, frames[0], frames[-1])
+    scene, s, pv = bpy.context.scene, bpy.context.scene.dhik, _preview(addon)
+    s.position_tolerance, s.orientation_tolerance = 1e-5, 1e-4
+    s.live_preview = True
+    assert not s.preview_error, s.preview_error
+    assert pv.settle(scene) and pv.status(scene) == pv.PLANNED
+    shown = _visit(ob, [*frames, 6, 0, 12])
+    assert np.abs(np.array(ob.pose.bones["hips"].location)).max() > 0.05  # the hips moved
+    s.live_preview = False
+    baked = _baked(ob, sorted(shown))
+    for f in shown:
+        rot, pos = _gap(shown[f], baked[f])
+        assert rot < 1e-4 and pos < 1e-5, (f, rot, pos)
