@@ -99,17 +99,18 @@ class Filler:
 
     def fill_cost(self, fl: Fill) -> float:
         """The edge's cost as far as its fill knows it: over each stretch between known
-        frames, ``L (d / L)^power`` (``d`` the largest column distance, ``L`` the frames
-        between), and 1e6 per known unconverged frame inside. A lower bound of the cost
-        of the finished fill (a sum of the largest column step per frame to the
-        ``power``; Jensen), and that cost itself once every frame is known."""
+        frames, ``d^power * spread`` (``d`` the largest column distance, ``spread`` how
+        the targets' motion shares it out over the stretch's steps:
+        :meth:`~.search.Search.spread`), and 1e6 per known unconverged frame inside: an
+        estimate of the finished fill's cost (a sum of the largest column step per frame
+        to the ``power``), and that cost itself once every frame is known."""
         ks = np.flatnonzero(fl.have)
-        span = np.diff(ks).astype(float)
         sr = self.search
+        spread = sr.spread(fl.first + ks[:-1], fl.first + ks[1:])
         known = fl.q[ks]
         d = sr.steps(known[:-1], known[1:]) if sr.charted else \
             np.max(np.abs(np.diff(known[:, sr.solved], axis=0)), axis=1, initial=0.0)
-        return float(np.sum(span * (d / span) ** sr.opts.power)
+        return float(np.sum(d ** sr.opts.power * spread)
                      + 1e6 * np.count_nonzero(~fl.conv[ks[1:-1]]))
 
     def closest(self, q: Array, conv: NDArray[np.bool_], pe: Array, re: Array,

@@ -78,12 +78,14 @@ def live_nodes(qs: Array, oks: NDArray[np.bool_]) -> list[Index]:
 
 
 def edge_costs(model: BatchedKinematics, solved: NDArray[np.bool_], qs: Array, idx: Index,
-               nodes: list[Index], power: float) -> list[Array]:  # fmt: skip
+               nodes: list[Index], power: float, spread: Array | None = None
+               ) -> list[Array]:  # fmt: skip
     """Per transition into coarse frame i (i >= 1) the estimated cost of every edge
     between its ``nodes`` (to, from): ``L (d / L)^power`` from the ends' largest motion
     ``d`` of a ``solved`` column over its ``L`` frames (the nearest way: a hinge without
-    limits by the nearest turn, a rotation vector by its nearer vector), a lower bound of
-    what filling the edge can measure (entry 0 is unused)."""
+    limits by the nearest turn, a rotation vector by its nearer vector), shared out over
+    the edge's steps as ``spread`` (per transition: :meth:`~.search.Search.spread`; None:
+    evenly, ``L (d / L)^power``, the least it can cost); entry 0 is unused."""
     out = [np.zeros((0, 0))]
     triples = [int(c) for c in model.rotvec_starts if solved[c]]
     in_triple = np.zeros(model.n, dtype=bool)
@@ -105,7 +107,8 @@ def edge_costs(model: BatchedKinematics, solved: NDArray[np.bool_], qs: Array, i
             d1 = np.abs(va[:, None] - vb[None]).max(axis=2)
             d2 = np.abs(va[:, None] - alt[None]).max(axis=2)
             np.maximum(step, np.minimum(d1, d2), out=step)
-        out.append((span * (step / span) ** power).astype(np.float32))  # half the memory
+        share = span ** (1.0 - power) if spread is None else float(spread[i])
+        out.append((step ** power * share).astype(np.float32))  # half the memory
     return out
 
 
@@ -146,7 +149,8 @@ def ladder_path(search: Search, stride: int, coarse_motion: float, lane_frames: 
         qs[-1, 0], oks[-1, 0] = end, True
         nodes[-1] = np.zeros(1, dtype=np.intp)
     where = [{int(k): j for j, k in enumerate(nd)} for nd in nodes]
-    costs = edge_costs(model, search.solved, qs, idx, nodes, opts.power)
+    costs = edge_costs(model, search.solved, qs, idx, nodes, opts.power,
+                       np.r_[0.0, search.spread(idx[:-1], idx[1:])])
     ladder = Ladder(costs, nodes,
                     [np.where(ok[nd], 0.0, 1e6) for ok, nd in zip(oks, nodes, strict=True)])
     fills: dict[tuple[int, int, int], Fill] = {}

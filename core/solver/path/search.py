@@ -58,6 +58,7 @@ class Search:
         self.progress: Callable[[float], None] | None = None  # told fractions of the solve
         self.span = (0.0, 1.0)  # the share of the whole solve this search is
         self._told = 0.0
+        self._prefix: tuple[Array, Array] | None = None  # of the targets' motion (spread)
 
     def report(self, fraction: float) -> None:
         """Tell ``progress`` that ``fraction`` of this search is done (never backward)."""
@@ -126,6 +127,24 @@ class Search:
         rel = np.einsum("milk,mjlk->ijmk", t_rot[..., 1:], t_rot[..., :-1])
         da = np.linalg.norm(rotvec(rel), axis=0)  # (m, F-1)
         return np.max(dp + da, axis=0) if dp.size else np.zeros(0)
+
+    def spread(self, a: Index | int, b: Index | int) -> Array:
+        """For stretches from frame ``a`` to frame ``b`` (arrays or ints), how a joint
+        distance ``d`` over the stretch is expected to cost in the path's sum of steps to
+        the ``power`` p: ``cost = d^p * spread``, with the steps shared out as the
+        targets move (``sum_j w_j^p``, ``w_j`` each step's share of the targets' motion,
+        a floor of a twentieth of the mean motion per step). 1 for a single step; for
+        steady motion ``L^(1 - p)`` over ``L`` steps (the least any sharing costs)."""
+        if self._prefix is None:
+            move = self.motion()
+            m = move + 0.05 * (float(move.mean()) if move.size else 0.0) + 1e-12
+            p = self.opts.power
+            self._prefix = (np.concatenate([[0.0], np.cumsum(m)]),
+                            np.concatenate([[0.0], np.cumsum(m ** p)]))
+        cm, cmp = self._prefix
+        a, b = np.asarray(a), np.asarray(b)
+        total = np.maximum(cm[b] - cm[a], 1e-300)
+        return np.asarray((cmp[b] - cmp[a]) / total ** self.opts.power)
 
     def coarse_frames(self, stride: int, coarse_motion: float) -> Index:
         """Coarse frames: at most ``stride`` apart, closer where the targets move fast
