@@ -154,8 +154,17 @@ class DHIK_PT_effectors(_SubPanel):
                 col.label(text="Weights other than 1 need the Robust method", icon="ERROR")
 
 
+# the solver fields each method reads: damping and line search are SPEC 5.4's only (the
+# robust method adapts its own damping and accepts or rejects whole steps)
+SOLVER_FIELDS = {
+    "robust": ("max_iterations", "position_tolerance", "orientation_tolerance"),
+    "spec": ("max_iterations", "position_tolerance", "orientation_tolerance", "damping",
+             "enable_line_search", "line_search_alpha", "line_search_alpha_min"),
+}
+
+
 class DHIK_PT_solver(_SubPanel):
-    """Solver parameters of SPEC 5.4 (collapsed by default)."""
+    """The chosen method's solver parameters (collapsed by default)."""
 
     bl_label = "Solver"
     bl_idname = "DHIK_PT_solver"
@@ -163,8 +172,7 @@ class DHIK_PT_solver(_SubPanel):
     def draw(self, context: bpy.types.Context) -> None:
         s = settings(context)
         col = layout_of(self).column()
-        for name in ("max_iterations", "position_tolerance", "orientation_tolerance", "damping",
-                     "enable_line_search", "line_search_alpha", "line_search_alpha_min"):
+        for name in SOLVER_FIELDS.get(s.method, SOLVER_FIELDS["spec"]):
             col.prop(s, name)
 
 

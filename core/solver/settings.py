@@ -41,9 +41,10 @@ class RobustOptions:
     Every field acts on some robust solve: the LM fields on all of them, the others on
     trajectories (bakes and the preview's plan). Dimensionless unless noted."""
 
-    # the LM (solver/lm): Chan damping W = mult * (damping * E + damping_floor)
-    damping: float = 0.1
-    damping_floor: float = 1e-9
+    # the LM (solver/lm): Chan damping W = mult * (lm_damping * E + lm_damping_floor), its
+    # own (SolverSettings.damping is SPEC 5.4's, which the spec method alone reads)
+    lm_damping: float = 0.1
+    lm_damping_floor: float = 1e-9
     # a search whose error has not fallen below stall_ratio of itself in stall_window
     # iterations has stalled (a cold solve restarts it, a track lets it die)
     stall_window: int = 4

@@ -5,7 +5,7 @@ trajectory, a candidate track, a restart). Every iteration linearises all active
 once (:meth:`~.problem.Problem.linearise`), takes a damped bounded step per row
 (:func:`~.step.bounded_step`) and keeps per-row damping, acceptance and convergence:
 
-- damping adapts to the error (Chan), ``W = mult * (damping * E + floor)`` with
+- damping adapts to the error (Chan), ``W = mult * (lm_damping * E + floor)`` with
   ``E = |e|^2 / 2``; a step that does not lower ``E`` is rejected and ``mult`` grows
   tenfold, an accepted one halves it;
 - steps are taken in units of each column's half range (damping and pulls weigh joints
@@ -103,7 +103,7 @@ def levenberg_marquardt(model: BatchedKinematics, problem: Problem, q0: Array,
                 mult[act]
             ra = every_rows.take(act)
         sel = slice(None) if every else act
-        wd = ma * (opts.damping * ena + opts.damping_floor)
+        wd = ma * (opts.lm_damping * ena + opts.lm_damping_floor)
         # the pull shrinks as the damping grows: a rejected step must get shorter
         d = None if pl is None else (pl[:, sel] - qa) * (pull_gain / np.maximum(ma, 1.0))
         if d is not None and frozen is not None:
