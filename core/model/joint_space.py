@@ -185,6 +185,16 @@ class BatchedModel:
         self._angle_rows = self.kinds == REVOLUTE
         # the first column of each rotation vector (an unlimited spherical joint)
         self.rotvec_starts = np.array([c for _, c, rv in self._spherical if rv], dtype=int)
+        # per effector: the lengths of the offsets from its first solved joint down (m)
+        self._reach = np.zeros(len(self.effectors))
+        for k in range(len(self.effectors)):
+            moving = [index[name] for name in self.chains[k]
+                      if self._steps[index[name]].col >= 0]
+            if moving:
+                chain = [index[name] for name in self.chains[k]]
+                below = chain[chain.index(moving[0]) + 1:]
+                self._reach[k] = float(sum(np.linalg.norm(self._steps[i].offset)
+                                           for i in below))
         # per column: a hinge angle without limits (within +-SEARCH_LIMIT rad), whose
         # value matters modulo a turn
         self.wraps = (self.kinds == REVOLUTE) & (np.abs(self.lo) > SEARCH_LIMIT) \
@@ -293,6 +303,26 @@ class BatchedModel:
         then points)."""
         rot, pos, _, _ = self._forward(q, False)
         return rot, pos
+
+    def reach_t(self, q: Array) -> tuple[Array, Array]:
+        """Per effector a ball its effector cannot leave whatever the solved columns do:
+        the centre (m, 3, k) (world, m: the first solved joint on its path, placed by
+        ``q``'s held columns, which are all that move it) and the radius (m,) (m: the
+        lengths from there to the effector, plus each solved slider's farthest limit;
+        inf with an unlimited slider or no solved joint)."""
+        _, _, _, origins = self._forward(q, True)
+        assert origins is not None
+        k = q.shape[1]
+        centre = np.zeros((len(self.effectors), 3, k))
+        radius = np.full(len(self.effectors), np.inf)
+        for e in range(len(self.effectors)):
+            cols = np.flatnonzero(self.paths[e] & ~self.held)
+            if cols.size == 0:
+                continue
+            centre[e] = origins[cols[0]]
+            radius[e] = self._reach[e] + float(np.sum(np.maximum(
+                np.abs(self.lo[cols]), np.abs(self.hi[cols]))[self.kinds[cols] == PRISMATIC]))
+        return centre, radius
 
     def pose_jacobian_t(self, q: Array) -> tuple[Array, Array, Array]:
         """Batch-last :meth:`pose_jacobian`: ``q`` (n, k) -> rotations (m, 3, 3, k),

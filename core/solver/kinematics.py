@@ -185,6 +185,11 @@ class BatchedKinematics(Protocol):
         angular (rad/unit)]``."""
         ...
 
+    def reach_t(self, q: Array) -> tuple[Array, Array]:
+        """Per effector the centre (m, 3, k) (world) and radius (m,) of a ball it cannot
+        leave whatever the solved columns do (held columns from ``q`` (n, k))."""
+        ...
+
     def recentre(self, q: Array) -> Array:
         """``q`` (n, k) with every chart kept away from its singularity (same poses)."""
         ...

@@ -139,6 +139,7 @@ class Problem:
                 np.asarray(held, dtype=float).reshape(self.count, model.n)
             self.held = np.ascontiguousarray(hv[:, self.held_cols].T)
         self.poles = poles
+        self._far: BoolArray | None = None
         pole_pos = None if poles is None else poles.positions(self.count)
         self.rows = Rows(np.ascontiguousarray(t[:, :, :3, :3].transpose(1, 2, 3, 0)),
                          np.ascontiguousarray(t[:, :, :3, 3].transpose(1, 2, 0)), pole_pos)
@@ -166,6 +167,21 @@ class Problem:
         """Error rows that count: 3 per position and per orientation with a weight above
         0, and one per pole."""
         return int(3 * self.count_p.sum() + 3 * self.count_r.sum()) + self.pole_count
+
+    def out_of_reach(self) -> BoolArray:
+        """Per problem (B,): whether a counted effector's target position lies beyond
+        what its chain can reach at all (``model.reach_t``: a ball it cannot leave), so
+        that no search can converge there and restarts would be spent for nothing."""
+        if self._far is None:
+            q = np.zeros((self.model.n, self.count))
+            if self.held is not None:
+                q[self.held_cols] = self.held
+            centre, radius = self.model.reach_t(q)  # (m, 3, B), (m,)
+            dist = np.sqrt(np.einsum("mik,mik->mk", self.rows.pos - centre,
+                                     self.rows.pos - centre))
+            far = dist > radius[:, None] + self.settings.position_tolerance
+            self._far = np.any(far & self.count_p[:, None], axis=0)
+        return self._far
 
     def hold(self, q: Array, rows: Index) -> Array:
         """``q`` (k, n) (rad, m) with the held columns set to problems ``rows``' values

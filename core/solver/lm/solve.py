@@ -76,15 +76,17 @@ def solve_one(model: BatchedKinematics, targets: ArrayLike, q0: ArrayLike,
 def restarted(problem: Problem, res: LMResult) -> LMResult:
     """``res`` with its unconverged problems restarted from random configurations, each
     problem from its own stream keyed by its targets (its answer does not depend on the
-    other problems of the batch); ``res`` is updated in place and returned."""
+    other problems of the batch), but for those out of reach (``Problem.out_of_reach``);
+    ``res`` is updated in place and returned."""
     model, opts = problem.model, problem.options
     b = problem.count
     keys = problem_keys(problem.targets.reshape(b, -1) if b else np.zeros((0, 1)), opts.seed)
     best_err = problem.badness(res.position_error, res.orientation_error, res.pole_error)
     reps = opts.restart_rows
     budget = min(opts.restart_iterations, problem.settings.max_iterations)
+    hopeless = problem.out_of_reach()  # beyond any reach: restarts cannot help
     for round_ in range(opts.restarts):
-        todo = np.flatnonzero(~res.converged)
+        todo = np.flatnonzero(~res.converged & ~hopeless)
         if todo.size == 0:
             break
         rows = np.repeat(todo, reps)

@@ -1,5 +1,7 @@
 """The cheap pass of a trajectory: coarse frames tracked in order, every frame between
-filled, and the answer kept only where it is plainly continuous.
+filled, and the answer kept only where it is plainly continuous. Frames no search
+can reach (beyond the chain's reach, or any frame of a chain with fewer solved columns
+than counted error rows) are approached as closely as the LM gets, not searched.
 
 Coarse frames (``Search.coarse_frames``) are solved in order, each from the one before
 (extrapolated) and pulled toward it (least motion), the first cold (``lm.solve_many``)
@@ -16,6 +18,8 @@ and m.
 """
 
 from __future__ import annotations
+
+from dataclasses import replace
 
 import numpy as np
 from numpy.typing import NDArray
@@ -66,17 +70,43 @@ def cheap_pass(search: Search, stride: int, coarse_motion: float,
     final = levenberg_marquardt(model, problem, q[idx], 0, rows=idx)
     conv[idx], pe[idx], re[idx] = final.converged, final.position_error, \
         final.orientation_error
-    if not conv.all():  # every coarse frame was reached: a frame between was missed
+    bad = np.flatnonzero(~conv & ~_hopeless(search))
+    if bad.size:  # a reachable frame was missed: the search may find it
         return None
+    out = np.flatnonzero(~conv)
+    if out.size:  # out of reach: as close as the LM gets, from where the fill left them
+        res = levenberg_marquardt(model, problem, q[out], search.settings.max_iterations,
+                                  rows=out, stall_window=SLOW_STALL_WINDOW)
+        np.add.at(search.work, out, res.iterations)
+        better = problem.badness(res.position_error, res.orientation_error, res.pole_error) \
+            < problem.badness(pe[out], re[out])
+        take = out[better]
+        q[take], pe[take], re[take] = res.q[better], res.position_error[better], \
+            res.orientation_error[better]
     if search.wrap.any():  # the fills' ends were taken the nearest turn
         q[:, search.wrap] = np.unwrap(q[:, search.wrap], axis=0)
     steps = frame_steps(model, q, search.solved)
-    if len(jump_frames(steps, search.opts.flip_factor)):
+    # a jump next to a frame no search can reach is the targets' doing: it is reported;
+    # any other jump, or a step that stands out among the reached frames', is not plain
+    hopeless = ~conv & _hopeless(search)
+    jumps = jump_frames(steps, search.opts.flip_factor)
+    forced = hopeless[jumps] | hopeless[jumps - 1]
+    if not forced.all():
         return None
-    if len(steps) > 3 and steps.max() > SPIKE * np.percentile(steps, 75) + 1e-4:
+    plain = steps[~(hopeless[1:] | hopeless[:-1])]
+    if len(plain) > 3 and plain.max() > SPIKE * np.percentile(plain, 75) + 1e-4:
         return None
     search.report(1.0)
-    return PathResult(q, conv, pe, re, [], search.work)
+    return PathResult(q, conv, pe, re, [int(j) for j in jumps], search.work)
+
+
+def _hopeless(search: Search) -> NDArray[np.bool_]:
+    """Per frame: no search can do better than the closest approach, because the target
+    lies beyond the chain's reach (``Problem.out_of_reach``) or the chain has fewer
+    solved columns than counted error rows (an over-determined chain meets an arbitrary
+    target only by chance: what the LM reaches from its neighbours is the answer)."""
+    far = search.problem.out_of_reach()
+    return np.ones_like(far) if search.redundancy() < 0 else far
 
 
 def _chained(search: Search, idx: NDArray[np.intp], first: Array | None) -> Array | None:
@@ -85,18 +115,20 @@ def _chained(search: Search, idx: NDArray[np.intp], first: Array | None) -> Arra
     soon as a frame is not reached."""
     model, problem = search.model, search.problem
     n = model.n
+    far = _hopeless(search)  # frames no search can reach: best effort is the answer
     qs = np.zeros((len(idx), n))
     if first is not None:
         qs[0] = problem.hold(first[None], np.zeros(1, dtype=np.intp))[0]
     else:
         pr = problem
+        opts = search.opts if search.redundancy() >= 0 else replace(search.opts, restarts=1)
         one = solve_many(model, pr.targets[idx[:1]],
                          [(float(a), float(b)) for a, b in zip(pr.wp, pr.wr, strict=True)],
-                         search.settings, search.opts,
+                         search.settings, opts,
                          held=None if pr.held is None else pr.hold(np.zeros((1, n)), idx[:1]),
                          poles=None if pr.poles is None else pr.poles.frames(idx[:1]))
         search.work[0] += int(one.iterations[0])
-        if not one.converged[0]:
+        if not one.converged[0] and not far[idx[0]]:
             return None
         qs[0] = one.q[0]
     budget = search.settings.max_iterations
@@ -109,7 +141,7 @@ def _chained(search: Search, idx: NDArray[np.intp], first: Array | None) -> Arra
             res = levenberg_marquardt(model, problem, prev[None], budget, rows=idx[i:i + 1],
                                       stall_window=SLOW_STALL_WINDOW)
             search.work[idx[i]] += int(res.iterations[0])
-            if not res.converged[0]:
+            if not res.converged[0] and not far[idx[i]]:
                 return None
             q = res.q
         qs[i] = q[0]
