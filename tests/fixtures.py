@@ -204,3 +204,19 @@ def check_answers(defn: Any, model: Any, q: np.ndarray, targets: np.ndarray, pto
             g = sk.joints[e].global_transform
             assert np.linalg.norm(g[:3, 3] - target[k][:3, 3]) < ptol
             assert np.linalg.norm(matrix_to_rotvec(target[k][:3, :3] @ g[:3, :3].T)) < otol
+
+
+def swivel(world: dict[str, np.ndarray], pole: np.ndarray, target: np.ndarray,
+           angle: float = 0.0) -> float:
+    """Signed angle (rad) from the elbow's direction to the pole's (turned by ``angle``)
+    about the shoulder-to-target line: ``world`` holds the world 4x4 of "Shoulder" and
+    "Elbow" (:data:`SPINE_ARM`'s joints), ``pole`` and ``target`` are world (m)."""
+    r0 = world["Shoulder"][:3, 3]
+    u = target[:3, 3] - r0
+    u /= np.linalg.norm(u)
+    b = world["Elbow"][:3, 3] - r0
+    b -= (b @ u) * u
+    p = pole - r0
+    p -= (p @ u) * u
+    p = p * math.cos(angle) + np.cross(u, p) * math.sin(angle)
+    return math.atan2(u @ np.cross(b, p), b @ p)

@@ -26,7 +26,7 @@ from dhik.solver.lm import ENGINE_SETTINGS, PoleSet, pole_points, rotvec, solve_
 from dhik.solver.lm.starts import problem_keys, uniform_draws
 from dhik.solver.path import solve_path
 from dhik.solver.settings import RobustOptions, SolverSettings
-from fixtures import ARM7, check_answers, random_tree, sample_coordinates
+from fixtures import ARM7, check_answers, random_tree, sample_coordinates, swivel
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from scipy.spatial.transform import Rotation
@@ -390,21 +390,6 @@ def test_robust_spherical_limits_bound_the_intrinsic_angles(seed: int, n: int,
 
 
 # --------------------------------------------------------------------------- poles
-
-
-def swivel(world: dict[str, np.ndarray], pole: np.ndarray, target: np.ndarray,
-           angle: float = 0.0) -> float:
-    """Signed angle (rad) from the elbow's direction to the pole's (turned by ``angle``)
-    about the shoulder-to-target line (the reference of tests/core/test_chains.py)."""
-    r0 = world["Shoulder"][:3, 3]
-    u = target[:3, 3] - r0
-    u /= np.linalg.norm(u)
-    b = world["Elbow"][:3, 3] - r0
-    b -= (b @ u) * u
-    p = pole - r0
-    p -= (p @ u) * u
-    p = p * math.cos(angle) + np.cross(u, p) * math.sin(angle)
-    return math.atan2(u @ np.cross(b, p), b @ p)
 
 
 @pytest.mark.parametrize("pole_y, angle", [(1.0, 0.0), (-1.0, 0.0), (1.0, math.pi / 2)])
