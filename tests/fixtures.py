@@ -220,3 +220,23 @@ def swivel(world: dict[str, np.ndarray], pole: np.ndarray, target: np.ndarray,
     p -= (p @ u) * u
     p = p * math.cos(angle) + np.cross(u, p) * math.sin(angle)
     return math.atan2(u @ np.cross(b, p), b @ p)
+
+
+def boxed_angles(quat: np.ndarray, box: list[Any]) -> bool:
+    """Whether a rotation has intrinsic XYZ angles (``Rx Ry Rz``, scipy ``'XYZ'``)
+    within ``box`` (per axis ``[lo, hi]`` or None), 1e-9 rad: either of its two angle
+    triples, each angle up to whole turns."""
+    from scipy.spatial.transform import Rotation
+
+    w, x, y, z = quat
+    a, b, c = Rotation.from_quat([x, y, z, w]).as_euler("XYZ")
+    for triple in ((a, b, c), (a + math.pi, math.pi - b, c + math.pi)):
+        ok = True
+        for t, lim in zip(triple, box, strict=True):
+            if lim is None:
+                continue
+            k = math.floor((lim[1] + 1e-9 - t) / (2 * math.pi))  # the largest t + 2 pi k <= hi
+            ok = ok and t + 2 * math.pi * k >= lim[0] - 1e-9
+        if ok:
+            return True
+    return False

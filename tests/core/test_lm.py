@@ -26,7 +26,14 @@ from dhik.solver.lm import ENGINE_SETTINGS, PoleSet, pole_points, rotvec, solve_
 from dhik.solver.lm.starts import problem_keys, uniform_draws
 from dhik.solver.path import solve_path
 from dhik.solver.settings import RobustOptions, SolverSettings
-from fixtures import ARM7, check_answers, random_tree, sample_coordinates, swivel
+from fixtures import (
+    ARM7,
+    boxed_angles,
+    check_answers,
+    random_tree,
+    sample_coordinates,
+    swivel,
+)
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from scipy.spatial.transform import Rotation
@@ -294,24 +301,6 @@ def random_chain(rng: np.random.Generator, n: int) -> dict[str, Any]:
         joints.append(j)
     joints.append({"name": "Tip", "type": "fixed", "parent": f"J{n}", "offset": [0, 0, 0.3]})
     return {"root_name": "J0", "joints": joints}
-
-
-def boxed_angles(quat: np.ndarray, box: list[Any]) -> bool:
-    """Whether a rotation has intrinsic XYZ angles (``Rx Ry Rz``, scipy ``'XYZ'``)
-    within ``box`` (per axis ``[lo, hi]`` or None), 1e-9 rad: either of its two angle
-    triples, each angle up to whole turns."""
-    w, x, y, z = quat
-    a, b, c = Rotation.from_quat([x, y, z, w]).as_euler("XYZ")
-    for triple in ((a, b, c), (a + math.pi, math.pi - b, c + math.pi)):
-        ok = True
-        for t, lim in zip(triple, box, strict=True):
-            if lim is None:
-                continue
-            k = math.floor((lim[1] + 1e-9 - t) / (2 * math.pi))  # the largest t + 2 pi k <= hi
-            ok = ok and t + 2 * math.pi * k >= lim[0] - 1e-9
-        if ok:
-            return True
-    return False
 
 
 def assert_within_the_files_limits(defn_dict: dict[str, Any], model: BatchedModel,
