@@ -1,21 +1,21 @@
-"""Batched IK (issue 9, points 1-2) beside the robust engine, in one run.
+"""The robust engine on the benchmark's workloads, in one run.
 
 ``.venv/bin/python bench/batched.py`` (about a minute on the 2-core VM). Rows per scene:
 A, cold solves of the benchmark's random reachable poses (bench/scenes.py, seed
-12345): ``solver.batched.solve_many`` as one batch, and ``robust.solve_robust`` one pose
-at a time from the T-pose; B, the benchmark's 2,000-frame trajectory (seed 2):
-``solver.tracks.solve_track`` and ``robust.solve_trajectory``; for arm7 also the ten
+12345): ``solver.lm.solve_many`` as one batch, and ``solver.lm.solve_one`` one pose at
+a time from the T-pose (what ``solve_ik(method="robust")`` runs); B, the benchmark's
+2,000-frame trajectory (seed 2): ``solver.path.solve_path``; for arm7 also the ten
 random trajectories of bench/run.py (seeds 100-109). Every answer is re-checked with
 bench/refk.py (bench/run.py ``check``: 1e-5 m / 1e-4 rad AND within limits); flips are
 bench/run.py ``jumps`` (frames where a joint moves more than twice the largest true
 per-frame step of any joint / of its own).
 
 Times, microseconds per pose or frame: ``mean`` is the wall time of the call divided by
-the count. The robust engine's median and p99 are over its own per-pose (A) or per-frame
-(B, ``FrameSolution.seconds``) times. A batched call has no per-pose clock: its median
-and p99 attribute the wall time to the rows in proportion to their LM iterations
-(marked ``~``); for a trajectory, to the frames in proportion to the LM iterations spent
-on each (``TrackResult.iterations``: its candidates, fills and retries).
+the count. ``solve_one``'s median and p99 are over its per-pose times. A batched call
+has no per-pose clock: its median and p99 attribute the wall time to the rows in
+proportion to their LM iterations (marked ``~``); for a trajectory, to the frames in
+proportion to the LM iterations spent on each (``PathResult.iterations``: its
+candidates, fills and retries).
 """
 
 from __future__ import annotations
@@ -52,81 +52,51 @@ def attributed(wall: float, iterations: np.ndarray) -> np.ndarray:
     return wall * 1e6 * it / it.sum()
 
 
-class Robust:
-    """The current engine: robust.solve_robust / solve_trajectory on CompiledKinematics."""
+class Engine:
+    """The robust engine (``solver.lm``, ``solver.path``) on one scene's joint space."""
 
     def __init__(self, scene: Scene) -> None:
         from dhik.app.formats import parse_skeleton
-        from dhik.model.compiled import CompiledKinematics
-        from dhik.model.skeleton import Skeleton
+        from dhik.model.joint_space import BatchedModel
         from dhik.solver.settings import SolverSettings
 
-        self.sk = Skeleton(parse_skeleton(scene.skeleton))
-        self.model = CompiledKinematics(self.sk, [scene.effector])
+        self.model = BatchedModel(parse_skeleton(scene.skeleton), [scene.effector])
         self.s = SolverSettings(max_iterations=100, position_tolerance=1e-5,
                                 orientation_tolerance=1e-4)
-
-    def values(self) -> dict[str, Any]:
-        self.model.write_back(self.sk, fk=False)
-        return refk_values(self.sk.joint_values())
-
-    def cold(self, targets: list[np.ndarray]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-        from dhik.solver.robust import solve_robust
-
-        out, times = [], []
-        for t in targets:
-            self.model.reset()
-            t0 = time.perf_counter()
-            solve_robust(self.model, [t], self.s)
-            times.append((time.perf_counter() - t0) * 1e6)
-            out.append(self.values())
-        return out, stats(np.array(times))
-
-    def track(self, targets: list[np.ndarray]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-        from dhik.solver.robust import solve_trajectory
-
-        self.model.reset()
-        t0 = time.perf_counter()
-        frames = solve_trajectory(self.model, [[t] for t in targets], self.s)
-        wall = time.perf_counter() - t0
-        out = []
-        for fr in frames:
-            self.model.restore(fr.state)
-            self.model.update()
-            out.append(self.values())
-        own = np.array([fr.seconds for fr in frames]) * 1e6
-        st = stats(own if own.any() else np.full(len(targets), wall * 1e6 / len(targets)))
-        st["mean"] = wall * 1e6 / len(targets)  # the whole call, bridging included
-        return out, st
-
-
-class Batched:
-    """The new engine: solver.batched.solve_many / solver.tracks.solve_track."""
-
-    def __init__(self, scene: Scene) -> None:
-        from dhik.app.formats import parse_skeleton
-        from dhik.model.batched import BatchedModel
-
-        self.model = BatchedModel(parse_skeleton(scene.skeleton), [scene.effector])
 
     def answers(self, q: np.ndarray) -> list[dict[str, Any]]:
         return [refk_values(self.model.joint_values(row)) for row in q]
 
-    def cold(self, targets: list[np.ndarray]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-        from dhik.solver.batched import solve_many
+    def many(self, targets: list[np.ndarray]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+        """A as one batch: ``solve_many``."""
+        from dhik.solver.lm import solve_many
 
         t0 = time.perf_counter()
-        res = solve_many(self.model, np.array(targets)[:, None])
+        res = solve_many(self.model, np.array(targets)[:, None], settings=self.s)
         wall = time.perf_counter() - t0
         st = stats(attributed(wall, res.iterations), approx=True)
         st["mean"] = wall * 1e6 / len(targets)
         return self.answers(res.q), st
 
-    def track(self, targets: list[np.ndarray]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-        from dhik.solver.tracks import solve_track
+    def one(self, targets: list[np.ndarray]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+        """A one pose at a time from the T-pose: ``solve_one``."""
+        from dhik.solver.lm import solve_one
+
+        zero = np.clip(np.zeros(self.model.n), self.model.lo, self.model.hi)
+        rows, times = [], []
+        for t in targets:
+            t0 = time.perf_counter()
+            res = solve_one(self.model, t, zero, settings=self.s)
+            times.append((time.perf_counter() - t0) * 1e6)
+            rows.append(res.q[0])
+        return self.answers(np.array(rows)), stats(np.array(times))
+
+    def path(self, targets: list[np.ndarray]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+        """A trajectory as one problem: ``solve_path``."""
+        from dhik.solver.path import solve_path
 
         t0 = time.perf_counter()
-        res = solve_track(self.model, np.array(targets)[:, None])
+        res = solve_path(self.model, np.array(targets)[:, None], settings=self.s)
         wall = time.perf_counter() - t0
         st = stats(attributed(wall, res.iterations), approx=True)
         st["mean"] = wall * 1e6 / len(targets)
@@ -172,7 +142,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--frames", type=int, default=2000)
     parser.add_argument("--seeds", type=int, default=len(FLIP_SEEDS), help="random paths")
     parser.add_argument("--scenes", nargs="*", default=None)
-    parser.add_argument("--engines", nargs="*", default=["batched", "robust"])
     parser.add_argument("--out", default=str(HERE / "results" / "batched.md"),
                         help="where the table is written as markdown ('' for nowhere)")
     args = parser.parse_args(argv)
@@ -181,23 +150,22 @@ def main(argv: list[str] | None = None) -> int:
     for scene in load_scenes():
         if args.scenes and scene.name not in args.scenes:
             continue
-        engines = {"batched": Batched, "robust": Robust}
         a = scene.poses(args.poses, SEED_A)
         paths = [("B", SEED_B)]
         if scene.name == "arm7":
             paths += [(f"seed {s}", s) for s in FLIP_SEEDS[: args.seeds]]
-        for name in args.engines:
-            eng = engines[name](scene)
-            answers, st = eng.cold(a)
+        eng = Engine(scene)
+        for name, solve in (("solve_many", eng.many), ("solve_one", eng.one)):
+            answers, st = solve(a)
             rows.append(row(scene, name, "A (cold)", a, answers, st, None))
             print(f"[{time.perf_counter() - started:5.0f} s] {scene.name} {name} A", flush=True)
-            for label, seed in paths:
-                truth = scene.trajectory_channels(args.frames, seed)
-                b = [scene.chain.fk(scene.values(x), scene.effector) for x in truth]
-                answers, st = eng.track(b)
-                rows.append(row(scene, name, label, b, answers, st, truth))
-                print(f"[{time.perf_counter() - started:5.0f} s] {scene.name} {name} {label}",
-                      flush=True)
+        for label, seed in paths:
+            truth = scene.trajectory_channels(args.frames, seed)
+            b = [scene.chain.fk(scene.values(x), scene.effector) for x in truth]
+            answers, st = eng.path(b)
+            rows.append(row(scene, "solve_path", label, b, answers, st, truth))
+            print(f"[{time.perf_counter() - started:5.0f} s] {scene.name} solve_path {label}",
+                  flush=True)
     text = table(rows)
     print(text)
     if args.out:

@@ -1,21 +1,22 @@
-"""Short clips: the robust bake's two trajectory engines side by side, flips and time.
+"""Short clips: the robust bake, without and with a pole target, flips and time.
 
-Usage: ``.venv/bin/python bench/clips.py [--clips 20] [--frames 300]`` (about 10 s on
-the 2-core VM). Not a test: it prints a table.
+Usage: ``.venv/bin/python bench/clips.py [--clips 20] [--frames 300] [--pole X,Y,Z]``
+(about 20 s on the 2-core VM). Not a test: it prints a table.
 
 The clips are bench/batch_throughput.py's: arm7 (sample_scenes/make_scenes.py), targets
 the FK of a smooth joint path within the limits, a different path per clip, a keyframe
-on every frame. Each is solved in this process by:
+on every frame. Each is baked in this process by ``simulate(..., method="robust")``, the
+whole path as one problem (``solver.path.solve_path``):
 
-- batched: ``simulate(..., method="robust")``, the default bake, the whole path as one
-  problem (``solver.tracks.solve_track``);
-- tracker: the frame-by-frame tracker (``solver.robust.solve_trajectory`` on the
-  compiled model), which a bake with a pole target runs; called directly, so its time
-  leaves out the bake's bookkeeping (a few ms a clip).
+- bake: the default bake;
+- bake with a pole: the same with a pole target (``EffectorTrack(pole=...)``, world m,
+  ``--pole``), which takes the arm's one-dimensional self-motion (the elbow circle).
 
 A flip frame is one where a joint moves more than twice the largest per-frame step of
 the joint path that made the targets (bench/run.py ``jumps``, "any joint"); the ratio is
-the largest step over that true step. Times: seconds per clip, mean / median / p99.
+the largest step over that true step (a pole's answer is not the truth's, so its steps
+differ, but a continuous answer has no step far beyond it). Times: seconds per clip,
+mean / median / p99.
 """
 
 from __future__ import annotations
@@ -29,21 +30,22 @@ from batch_throughput import make_scenes
 from dhik.app import bake
 from dhik.app.formats import parse_skeleton, parse_targets
 from dhik.app.trajectory import interpolate_keyframes
-from dhik.model.compiled import CompiledKinematics
 from dhik.model.skeleton import Skeleton
-from dhik.solver.robust import solve_trajectory
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--clips", type=int, default=20)
     parser.add_argument("--frames", type=int, default=300)
+    parser.add_argument("--pole", default="0.6,0,1.2", help="the pole's position (world m)")
     args = parser.parse_args()
+    pole = tuple(float(v) for v in args.pole.split(","))
     ms = make_scenes()
     names = [j[0] for j in ms._ARM7_JOINTS]
     limits = [j[3] for j in ms._ARM7_JOINTS]
+    engines = ("bake", f"bake with a pole at {args.pole}")
     rows: dict[str, dict[str, list[float]]] = {
-        e: {"time": [], "flips": [], "ratio": [], "converged": []} for e in ("batched", "tracker")}
+        e: {"time": [], "flips": [], "ratio": [], "converged": []} for e in engines}
     for k in range(args.clips):
         truth = np.array(ms.smooth_trajectory(limits, args.frames, seed=1000 + k))
         keys = parse_targets(ms.fk_targets(ms.ARM7, names, truth.tolist(), "Tool"))
@@ -51,19 +53,13 @@ def main() -> None:
         true_step = np.abs(np.diff(truth, axis=0)).max()
         for engine, row in rows.items():
             sk = Skeleton(parse_skeleton(ms.ARM7))
+            track = bake.EffectorTrack("Tool", list(targets),
+                                       pole=None if engine == "bake" else [(0, pole)])
             t0 = time.perf_counter()
-            if engine == "tracker":  # what a bake with a pole target runs, without the pole
-                model = CompiledKinematics(sk, ["Tool"])
-                frames = solve_trajectory(model, [[m] for _, m in targets])
-                row["time"].append(time.perf_counter() - t0)
-                col = [model.names.index(n) for n in names]
-                got = np.array([np.asarray(f.coords)[col] for f in frames])
-                row["converged"].append(sum(f.result.converged for f in frames))
-            else:
-                res = bake.simulate(sk, targets, "Tool", method="robust")
-                row["time"].append(time.perf_counter() - t0)
-                got = np.array([[f["joints"][n]["angle"] for n in names] for f in res.frames])
-                row["converged"].append(res.converged_count)
+            res = bake.simulate(sk, [track], method="robust")
+            row["time"].append(time.perf_counter() - t0)
+            got = np.array([[f["joints"][n]["angle"] for n in names] for f in res.frames])
+            row["converged"].append(res.converged_count)
             steps = np.abs(np.diff(got[1:], axis=0)).max(axis=1)
             row["flips"].append(int((steps > 2.0 * true_step).sum()))
             row["ratio"].append(float(steps.max() / true_step))

@@ -1,4 +1,4 @@
-"""Where the floor of the batched engine is: the cost of one LM iteration per row, the
+"""Where the floor of the robust engine is: the cost of one LM iteration per row, the
 iterations each frame takes, and what cutting the flip-free search costs in flips.
 
 ``.venv/bin/python bench/floor.py`` (about two minutes on the 2-core VM). Issue 9 asks for
@@ -6,7 +6,7 @@ a flip-free bake at 20 µs a frame (B) and 30 µs (the ten random paths), and co
 at 50 µs a pose (A). This script measures, in one run, the three numbers those goals
 rest on:
 
-1. µs per row-iteration of ``solver.batched.levenberg_marquardt`` by batch size (arm7,
+1. µs per row-iteration of ``solver.lm.levenberg_marquardt`` by batch size (arm7,
    random starts toward the A poses, five iterations: FK, Jacobian, residual and the
    bounded damped step of every row), and the C++ reference: roboticstoolbox's
    ``ik_LM`` on B, µs per iteration (its call time over its iterations);
@@ -29,15 +29,11 @@ from typing import Any
 
 import numpy as np
 from dhik.app.formats import parse_skeleton
-from dhik.model.batched import BatchedModel
-from dhik.solver.batched import (
-    BatchOptions,
-    Problem,
-    levenberg_marquardt,
-    random_starts,
-    solve_many,
-)
-from dhik.solver.tracks import TrackOptions, solve_track
+from dhik.model.joint_space import BatchedModel
+from dhik.solver.lm import Problem, levenberg_marquardt, solve_many
+from dhik.solver.lm.starts import random_starts
+from dhik.solver.path import solve_path
+from dhik.solver.settings import RobustOptions
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
@@ -46,14 +42,14 @@ from batched import refk_values  # noqa: E402
 from run import FLIP_SEEDS, SEED_A, SEED_B, jumps  # noqa: E402
 from scenes import Scene, load_scenes  # noqa: E402
 
-# solver.tracks' functions that run LMs: where a row is counted (the innermost on the stack)
+# solver.path's functions that run LMs: where a row is counted (the innermost on the stack)
 PHASES = {"grid_pass": "grid tracks", "_reseed": "grid tracks", "seeds": "grid tracks",
           "advance": "path fills"}
 
 
 class Counted(BatchedModel):
     """The model, counting the rows it evaluates (FK and Jacobian, one per row-iteration
-    or start), in all and by the phase of ``solve_track`` that asked for them."""
+    or start), in all and by the phase of ``solve_path`` that asked for them."""
 
     def __init__(self, *args: Any) -> None:
         super().__init__(*args)
@@ -74,8 +70,8 @@ def row_cost(model: BatchedModel, scene: Scene, sizes: list[int]) -> list[dict[s
     """µs per row-iteration of the batched LM and of FK + Jacobian alone, by batch size."""
     out = []
     for k in sizes:
-        problem = Problem(model, np.array(scene.poses(k, SEED_A))[:, None], None,
-                          BatchOptions())
+        problem = Problem(model, np.array(scene.poses(k, SEED_A))[:, None], None, None,
+                          RobustOptions())
         q0 = random_starts(model, k, np.random.default_rng(0))
         reps = max(1, 40000 // k)
         best_lm, best_fk = np.inf, np.inf
@@ -111,15 +107,15 @@ def rtb_cost(scene: Scene, targets: list[np.ndarray]) -> dict[str, float] | None
 
 
 def work(scene: Scene, label: str, targets: list[np.ndarray], truth: np.ndarray | None,
-         options: TrackOptions | None = None) -> dict[str, Any]:  # fmt: skip
-    """One solve (a track when ``truth`` is given, else cold): µs and rows per frame."""
+         options: RobustOptions | None = None) -> dict[str, Any]:  # fmt: skip
+    """One solve (a path when ``truth`` is given, else cold): µs and rows per frame."""
     model = Counted(parse_skeleton(scene.skeleton), [scene.effector])
     arr = np.array(targets)[:, None]
     t0 = time.perf_counter()
     if truth is None:
         res = solve_many(model, arr)
     else:
-        res = solve_track(model, arr, options=options)
+        res = solve_path(model, arr, options=options)
     wall = time.perf_counter() - t0
     out = {"label": label, "us": wall * 1e6 / len(targets), "rows": model.rows / len(targets),
            "converged": float(np.mean(res.converged)),
@@ -145,7 +141,7 @@ def main(argv: list[str] | None = None) -> int:
     truths = {label: scene.trajectory_channels(args.frames, seed) for label, seed in paths}
     frames = {label: [scene.chain.fk(scene.values(x), scene.effector) for x in truth]
               for label, truth in truths.items()}
-    solve_track(model, np.array(frames["B"][:100])[:, None])  # warm the caches up
+    solve_path(model, np.array(frames["B"][:100])[:, None])  # warm the caches up
 
     costs = row_cost(model, scene, [16, 64, 256, 1024, 4096, 16384])
     best = min(c["lm"] for c in costs)
@@ -174,9 +170,9 @@ def main(argv: list[str] | None = None) -> int:
                      f"{r.get('flips', '—')} |")
     print("\n".join(lines[-len(rows) - 2:]), flush=True)
 
-    cuts = [("as shipped", TrackOptions()), ("grid 16 (of 32)", TrackOptions(grid=16)),
-            ("2 locked columns (of 4)", TrackOptions(free_count=2)),
-            ("both", TrackOptions(grid=16, free_count=2))]
+    cuts = [("as shipped", RobustOptions()), ("grid 16 (of 32)", RobustOptions(grid=16)),
+            ("2 locked columns (of 4)", RobustOptions(free_count=2)),
+            ("both", RobustOptions(grid=16, free_count=2))]
     lines += ["", "## 3. The flip-free search cut", "",
               "| search | paths with flips | flip frames (all paths) | µs per frame, mean over "
               "paths | rows per frame |", "|---|---|---|---|---|"]

@@ -152,43 +152,63 @@ class DhikPredict(DhikCompiled):
         return it
 
 
-class DhikRobust(DhikCompiled):
-    """The robust method: A, ``robust.solve_robust`` from the T-pose; B, the bake's own
-    ``robust.solve_trajectory`` over all frames in one call (it may revisit lost frames),
-    so B's times are the per-frame average of that call."""
+class DhikRobust(DhikObjects):
+    """The robust method on its joint space (``model.joint_space.BatchedModel``): A,
+    ``lm.solve_one`` from the T-pose (what ``solve_ik(method="robust")`` runs, one pose
+    at a time); B, the bake's own ``path.solve_path`` over all frames in one call, so B's
+    times are the per-frame average of that call."""
 
     whole_trajectory = True
 
     def available(self) -> str | None:
         try:
-            from dhik.solver.robust import solve_robust, solve_trajectory  # noqa: F401
+            from dhik.solver.lm import solve_one  # noqa: F401
+            from dhik.solver.path import solve_path  # noqa: F401
         except ImportError as exc:
-            return f"core/robust.py not importable: {exc}"
+            return f"the robust engine is not importable: {exc}"
         return None
 
-    def solve(self, target: np.ndarray, warm: bool) -> int | None:
-        from dhik.solver.robust import solve_robust
+    def setup(self, scene: Scene) -> None:
+        from dhik.app.formats import parse_skeleton
+        from dhik.model.joint_space import BatchedModel
 
-        return solve_robust(self.model, [target], self.s).iterations
+        self.model = BatchedModel(parse_skeleton(scene.skeleton), [scene.effector])
+        self.s = self.settings()
+        self.start()
+
+    def start(self) -> None:
+        self.q = np.clip(np.zeros(self.model.n), self.model.lo, self.model.hi)
+
+    def solve(self, target: np.ndarray, warm: bool) -> int | None:
+        from dhik.solver.lm import solve_one
+
+        res = solve_one(self.model, target, self.q, settings=self.s)
+        self.q = res.q[0]
+        return int(res.iterations[0])
+
+    def values(self) -> dict[str, Any]:
+        return _joint_space_values(self.model, self.q)
 
     def trajectory(self, targets: list[np.ndarray]) -> Any:
-        from dhik.solver.robust import solve_trajectory
+        from dhik.solver.path import solve_path
 
-        return solve_trajectory(self.model, [[t] for t in targets], self.s)
+        return solve_path(self.model, np.array(targets)[:, None], settings=self.s)
 
     def trajectory_times(self, solved: Any) -> list[float] | None:
-        """Each frame's own solve time (s) in the forward pass, when recorded."""
-        times = [getattr(frame, "seconds", 0.0) for frame in solved]
-        return times if any(times) else None
+        """Per-frame times: a path is solved as one problem (none of its own)."""
+        return None
 
     def trajectory_answers(self, solved: Any) -> tuple[list[dict[str, Any]], list[int]]:
-        values, iterations = [], []
-        for frame in solved:
-            self.model.restore(frame.state)
-            self.model.update()
-            values.append(self.values())
-            iterations.append(frame.result.iterations)
-        return values, iterations
+        values = [_joint_space_values(self.model, row) for row in solved.q]
+        return values, [int(i) for i in solved.iterations]
+
+
+def _joint_space_values(model: Any, q: np.ndarray) -> dict[str, Any]:
+    """refk joint values (angle, displacement or quaternion) of one coordinate row."""
+    out: dict[str, Any] = {}
+    for name, v in model.joint_values(q).items():
+        out[name] = v.get("angle", v.get("displacement", v.get("quaternion")))
+    return out
 
 
 # ------------------------------------------------------------------------------ peers

@@ -282,7 +282,7 @@ def run_end_to_end(frames: int, repeats: int) -> dict[str, Any]:
 
 def random_trajectory_flips(scene: Scene, frames: int, seeds: tuple[int, ...]
                             ) -> list[dict[str, Any]]:  # fmt: skip
-    """dhik robust (``robust.solve_trajectory``, tight tolerances) on random smooth
+    """dhik robust (``path.solve_path``, tight tolerances) on random smooth
     trajectories: converged frames and :func:`jumps` per seed."""
     from methods import DhikRobust
 

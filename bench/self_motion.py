@@ -36,8 +36,12 @@ from typing import Any
 import numpy as np
 from dhik.app.bake import EffectorTrack, simulate
 from dhik.app.formats import parse_skeleton
-from dhik.model.joint_space import BatchedModel
 from dhik.model.skeleton import Skeleton
+
+try:
+    from dhik.model.joint_space import BatchedModel
+except ImportError:  # a version of the core before the one robust engine (--label)
+    from dhik.model.batched import BatchedModel  # type: ignore[no-redef]
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))

@@ -143,3 +143,100 @@ def smooth_path(lo: np.ndarray, hi: np.ndarray, frames: int, seed: int) -> np.nd
     periods, phase = rng.uniform(1.0, 3.0, len(lo)), rng.uniform(0, 2 * math.pi, len(lo))
     t = np.arange(frames)[:, None] / frames
     return mid + 0.6 * half * np.sin(2 * math.pi * periods * t + phase)
+
+
+def random_tree(rng: np.random.Generator, count: int = 9) -> tuple[Any, list[str]]:
+    """A random ``SkeletonDef`` of every joint type and its two leaves (the effectors):
+    hinges and sliders on random or coordinate axes (some limited), a spherical joint with
+    a partial box of limits (``J2``: intrinsic XYZ angles) and one without limits (``J6``:
+    the rotation-vector chart), fixed joints with random rotations, one branch. Offsets in
+    metres, limits in radians or metres."""
+    from dhik.model.definition import JointDef, SkeletonDef
+    from scipy.spatial.transform import Rotation
+
+    joints = [JointDef("Root", "fixed", (0.0, 0.0, 0.1), None, None, None,
+                       tuple(Rotation.random(random_state=1).as_quat(scalar_first=True)))]
+    kinds = ["revolute", "prismatic", "spherical", "fixed"]
+    for i in range(1, count):
+        kind = kinds[i % 4] if i > 1 else "revolute"
+        parent = joints[-1].name if i != count - 3 else joints[2].name  # one branch
+        off = tuple(float(v) for v in rng.uniform(-0.3, 0.3, 3))
+        axis = lim = quat = None
+        if kind in ("revolute", "prismatic"):
+            a = rng.normal(size=3) if i % 3 else np.eye(3)[i % 3] * (-1) ** i
+            axis = tuple(float(v) for v in a / np.linalg.norm(a))
+            lim = (-2.0, 2.0) if i % 2 else None
+        elif kind == "spherical":
+            lim = ((-1.0, 1.2), None, (-0.5, 0.5)) if i == 2 else None
+        else:
+            quat = tuple(float(v) for v in Rotation.random(random_state=i).as_quat(
+                scalar_first=True))
+        joints.append(JointDef(f"J{i}", kind, off, parent, axis, lim, quat))  # type: ignore[arg-type]
+    defn = SkeletonDef("Root", tuple(joints))
+    children = {j.parent for j in joints}
+    leaves = [j.name for j in joints if j.name not in children]
+    return defn, leaves
+
+
+def sample_coordinates(model: Any, rng: np.random.Generator, count: int) -> np.ndarray:
+    """``count`` coordinate rows (count, n) of a ``BatchedModel``: uniform within each
+    column's limits, within +-pi (rad) or +-pi m where a column has none (a rotation
+    vector then reaches beyond pi)."""
+    lo = np.where(np.isfinite(model.lo), model.lo, -math.pi)
+    hi = np.where(np.isfinite(model.hi), model.hi, math.pi)
+    return rng.uniform(lo, hi, (count, model.n))
+
+
+def check_answers(defn: Any, model: Any, q: np.ndarray, targets: np.ndarray, ptol: float,
+                  otol: float) -> None:
+    """Every coordinate row of ``q`` (k, n) keeps ``model``'s limits and, posed on fresh
+    joint objects (``Skeleton``), puts every effector within ``ptol`` (m) and ``otol``
+    (rad) of its target (``targets`` (k, m, 4, 4), world)."""
+    from dhik.model.skeleton import Skeleton
+    from dhik.rotations import matrix_to_rotvec
+
+    sk = Skeleton(defn)
+    assert np.all(q >= model.lo) and np.all(q <= model.hi)
+    for row, target in zip(q, targets, strict=True):
+        sk.reset()
+        sk.set_joint_values(model.joint_values(row))
+        for k, e in enumerate(model.effectors):
+            g = sk.joints[e].global_transform
+            assert np.linalg.norm(g[:3, 3] - target[k][:3, 3]) < ptol
+            assert np.linalg.norm(matrix_to_rotvec(target[k][:3, :3] @ g[:3, :3].T)) < otol
+
+
+def swivel(world: dict[str, np.ndarray], pole: np.ndarray, target: np.ndarray,
+           angle: float = 0.0) -> float:
+    """Signed angle (rad) from the elbow's direction to the pole's (turned by ``angle``)
+    about the shoulder-to-target line: ``world`` holds the world 4x4 of "Shoulder" and
+    "Elbow" (:data:`SPINE_ARM`'s joints), ``pole`` and ``target`` are world (m)."""
+    r0 = world["Shoulder"][:3, 3]
+    u = target[:3, 3] - r0
+    u /= np.linalg.norm(u)
+    b = world["Elbow"][:3, 3] - r0
+    b -= (b @ u) * u
+    p = pole - r0
+    p -= (p @ u) * u
+    p = p * math.cos(angle) + np.cross(u, p) * math.sin(angle)
+    return math.atan2(u @ np.cross(b, p), b @ p)
+
+
+def boxed_angles(quat: np.ndarray, box: list[Any]) -> bool:
+    """Whether a rotation has intrinsic XYZ angles (``Rx Ry Rz``, scipy ``'XYZ'``)
+    within ``box`` (per axis ``[lo, hi]`` or None), 1e-9 rad: either of its two angle
+    triples, each angle up to whole turns."""
+    from scipy.spatial.transform import Rotation
+
+    w, x, y, z = quat
+    a, b, c = Rotation.from_quat([x, y, z, w]).as_euler("XYZ")
+    for triple in ((a, b, c), (a + math.pi, math.pi - b, c + math.pi)):
+        ok = True
+        for t, lim in zip(triple, box, strict=True):
+            if lim is None:
+                continue
+            k = math.floor((lim[1] + 1e-9 - t) / (2 * math.pi))  # the largest t + 2 pi k <= hi
+            ok = ok and t + 2 * math.pi * k >= lim[0] - 1e-9
+        if ok:
+            return True
+    return False

@@ -278,14 +278,14 @@ class CompiledKinematics:
     quaternion per spherical joint. ``update()`` is skipped while nothing changed since
     the last FK.
 
-    The coordinate chart is public (as in pinocchio's Model/Data): ``q`` (per column: rad,
-    m, or a spherical increment in rad), ``lo``/``hi`` (current limits, shifted for
-    virtual columns), ``lo0``/``hi0`` (the skeleton's limits), ``quats`` (per spherical
-    joint, ``(w, x, y, z)``, rotation relative to its parent's frame),
-    ``column_kinds`` (REVOLUTE, PRISMATIC or VIRTUAL per column), ``column_joint``
-    (per column the owning joint's name and its virtual index, -1 for a real joint),
-    ``spherical_names`` and ``spherical_columns``. A solver that writes these lists in
-    place calls ``touch()`` before ``update()``.
+    The state lists: ``q`` (per column: rad, m, or a spherical increment in rad),
+    ``lo``/``hi`` (current limits, shifted for virtual columns), ``lo0``/``hi0`` (the
+    skeleton's limits), ``quats`` (per spherical joint, ``(w, x, y, z)``, rotation
+    relative to its parent's frame), with ``column_joint`` (per column the owning joint's
+    name and its virtual index, -1 for a real joint), ``spherical_names`` and
+    ``spherical_columns``. ``driven_names``: the joints on the paths that no chain solves
+    (set by ``drive``). The spec twin (``solver.dls_compiled``) and the spec bake use it;
+    the robust engine has its own joint space (``model.joint_space``).
     """
 
     q: list[float]
@@ -305,9 +305,9 @@ class CompiledKinematics:
         # the joints each effector's solve may move: the last n of its path (n = 0: all),
         # counted as Blender's IK constraint counts bones; the others on the paths are
         # driven (their values come from outside, frame by frame: ``drive``)
-        self.chains = [[j.name for j in (path[-n:] if n else path)]
-                       for path, n in zip(paths, lengths, strict=True)]
-        solved = {name for chain in self.chains for name in chain}
+        chains = [[j.name for j in (path[-n:] if n else path)]
+                  for path, n in zip(paths, lengths, strict=True)]
+        solved = {name for chain in chains for name in chain}
         self.names = [node.name for node in union_chain(skeleton, self.effectors)
                       if _owner(node) in solved]
         self.n = len(self.names)
@@ -390,16 +390,8 @@ class CompiledKinematics:
             [col[node.name] for j in path for node in _solver_nodes(j) if node.name in col]
             for path in paths
         ]
-        self._index = index
-        parents = []
-        for name in order:
-            up = skeleton.joints[name].parent
-            parents.append(-1 if up is None else index[up.name])
-        self._parents = parents
-        self._ancestors: dict[int, set[int]] = {}  # filled on demand (point_columns)
         for op in static:
             op()
-        self.column_kinds = [info[0] for info in self._col_info]
         self._fresh = self._clipped = False
         self.read_from(skeleton)
         self.update()
@@ -428,51 +420,6 @@ class CompiledKinematics:
                 w, x, y, z = (float(v) for v in entry["quaternion"])
                 self._driven_local[i] = (quat_mat(quat_unit((w, x, y, z))), off)
         self._fresh = False
-
-    def joint_position(self, name: str) -> Vec3:
-        """World position (m) of a joint on the effectors' paths (FK must be current)."""
-        return self._frames.P[self._index[name]]
-
-    def point_columns(self, name: str) -> list[Vec3]:
-        """Per column the world velocity of joint ``name``'s position (m per rad or m;
-        zero for columns that do not move it). FK must be current."""
-        f = self._frames
-        target = self._index[name]
-        above = self._ancestors.get(target)
-        if above is None:
-            above, k = set(), self._parents[target]
-            while k >= 0:
-                above.add(k)
-                k = self._parents[k]
-            self._ancestors[target] = above
-        point = f.P[target]
-        cols: list[Vec3] = [ZERO] * self.n
-        for c in range(self.n):
-            kind, i = self._col_info[c][:2]
-            if i in above or (i == target and kind == PRISMATIC):
-                col = self._column(c, point)
-                cols[c] = (col[0], col[1], col[2])
-        return cols
-
-    def _column(self, c: int, point: Vec3) -> tuple[float, float, float, float, float, float]:
-        """Column ``c``'s world twist at ``point`` (m): ``[linear (m/unit); angular
-        (rad/unit)]``; a slider's angular part is 0. FK must be current. (``jacobian_columns``
-        writes the same inline: it runs once per solver iteration.)"""
-        f = self._frames
-        kind, i, ax, axis = self._col_info[c]
-        r = f.V[c] if kind == VIRTUAL else f.R[i]
-        if ax >= 0:
-            zx, zy, zz = r[ax], r[3 + ax], r[6 + ax]
-        else:
-            a0, a1, a2 = axis
-            zx = r[0] * a0 + r[1] * a1 + r[2] * a2
-            zy = r[3] * a0 + r[4] * a1 + r[5] * a2
-            zz = r[6] * a0 + r[7] * a1 + r[8] * a2
-        if kind == PRISMATIC:
-            return (zx, zy, zz, 0.0, 0.0, 0.0)
-        jx, jy, jz = f.P[i]
-        dx, dy, dz = point[0] - jx, point[1] - jy, point[2] - jz
-        return (zy * dz - zz * dy, zz * dx - zx * dz, zx * dy - zy * dx, zx, zy, zz)
 
     # -- FK ---------------------------------------------------------------------------
     def touch(self) -> None:

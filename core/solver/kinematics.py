@@ -1,14 +1,17 @@
-"""The kinematics protocol (docs/architecture.md) and its reference implementation.
+"""The kinematics protocols (docs/architecture.md) and what a frame of a bake sets.
 
-A ``Kinematics`` model is what the fast spec solver and the robust solver iterate on:
+A ``Kinematics`` model is what the spec twin (``dls_compiled.solve_spec``) iterates on:
 columns are the 1-DoF solver nodes of the effectors' IK chains (spherical joints as
 their three virtual hinges), the state is every column value, spherical quaternion and
-shifted virtual limit. Frames: world. Units: metres and radians (prismatic columns in
-metres, the rest in radians).
+shifted virtual limit; ``FloatKinematics`` adds the plain-float operations of the
+compiled model (``model.compiled``). ``BatchedKinematics`` is what the robust engine
+(``solver.lm``, ``solver.path``) needs from its joint space (``model.joint_space``).
+Frames: world. Units: metres and radians (prismatic columns in metres, the rest in
+radians).
 
-``ObjectKinematics`` implements the protocol directly on the joint objects of a
-``Skeleton``: slow, obviously right, and the reference the compiled model is tested
-against.
+``model.objects.ObjectKinematics`` implements ``Kinematics`` directly on the joint
+objects of a ``Skeleton``: slow, obviously right, and the reference the compiled model is
+tested against.
 """
 
 from __future__ import annotations
@@ -22,9 +25,10 @@ from numpy.typing import NDArray
 
 Array = NDArray[np.float64]
 
-# column and joint kinds of a compiled model (``CoordinateModel.column_kinds``) and of
-# the robust engine's joint space (``BatchedKinematics.kinds``: REVOLUTE, PRISMATIC, or
-# ROTVEC, a coordinate of an unlimited spherical joint's rotation vector)
+# the step and column kinds of the compiled model (FIXED, REVOLUTE, PRISMATIC, SPHERICAL,
+# VIRTUAL: a spherical joint's virtual hinge) and the column kinds of the robust engine's
+# joint space (``BatchedKinematics.kinds``: REVOLUTE, PRISMATIC, or ROTVEC, a coordinate
+# of an unlimited spherical joint's rotation vector)
 FIXED, REVOLUTE, PRISMATIC, SPHERICAL, VIRTUAL, ROTVEC = 0, 1, 2, 3, 4, 5
 
 
@@ -93,45 +97,6 @@ class FloatKinematics(Kinematics, Protocol):
 
     def clip(self) -> None:
         """Clip every column into its current limits."""
-
-
-@runtime_checkable
-class CoordinateModel(FloatKinematics, Protocol):
-    """A float model whose coordinate chart is public: what the robust engine works on.
-
-    Per column: ``q`` (rad, m, or a spherical increment in rad), current limits ``lo`` /
-    ``hi`` (shifted for VIRTUAL columns), the skeleton's limits ``lo0`` / ``hi0`` (+-inf
-    when none), ``column_kinds`` (REVOLUTE, PRISMATIC or VIRTUAL) and ``column_joint``
-    (owning joint name, virtual index or -1). Per spherical joint: ``quats``
-    ``(w, x, y, z)`` relative to its parent's frame and its ``spherical_names``. Lists are
-    written in place, then ``touch()`` and ``update()`` run FK.
-    """
-
-    q: list[float]
-    lo: list[float]
-    hi: list[float]
-    lo0: list[float]
-    hi0: list[float]
-    quats: list[tuple[float, float, float, float]]
-    column_kinds: list[int]
-    column_joint: list[tuple[str, int]]
-    spherical_names: list[str]
-
-    chains: list[list[str]]  # per effector: the joints its solve moves, root first
-
-    def touch(self) -> None:
-        """The state lists were written in place: the next ``update()`` runs FK."""
-
-    def drive(self, values: Mapping[str, Mapping[str, Any]]) -> None:
-        """Set the joints on the paths that no chain solves (SPEC 3.3 entries)."""
-
-    def joint_position(self, name: str) -> tuple[float, float, float]:
-        """World position (m) of a joint on the effectors' paths."""
-        ...
-
-    def point_columns(self, name: str) -> list[tuple[float, float, float]]:
-        """Per column the world velocity (m per rad or m) of that joint's position."""
-        ...
 
 
 @dataclass(frozen=True)

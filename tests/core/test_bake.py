@@ -132,12 +132,11 @@ def test_ten_thousand_frames_without_drift() -> None:
 def test_a_warm_bake_joins_the_poses_around_it(chain_length: int) -> None:
     """``previous``: the pose on the frame before the first (a re-baked part of an
     animation, in Blender); ``following``: on the frame after the last. The bake of
-    frames 100-149 of an arm7 path starts within one true step of frame 99's pose, on
-    the flip-free engine (chain length 0) and frame by frame (a chain length, here
-    longer than the chain: the tracker); the flip-free engine also ends within one true
-    step of frame 150's. Every frame converges."""
+    frames 100-149 of an arm7 path starts within one true step of frame 99's pose and
+    ends within one true step of frame 150's, with or without a chain length (here
+    longer than the chain: one engine either way). Every frame converges."""
     from dhik.app.bake import EffectorTrack
-    from dhik.model.batched import BatchedModel
+    from dhik.model.joint_space import BatchedModel
     from fixtures import ARM7, smooth_path
 
     defn = load_skeleton(ARM7)
@@ -151,9 +150,8 @@ def test_a_warm_bake_joins_the_poses_around_it(chain_length: int) -> None:
                    following=model.joint_values(truth[150]), method="robust")
     first = model.coordinates(res.frames[0]["joints"])
     assert np.abs(first - truth[99]).max() <= true_step
-    if chain_length == 0:
-        last = model.coordinates(res.frames[-1]["joints"])
-        assert np.abs(last - truth[150]).max() <= true_step
+    last = model.coordinates(res.frames[-1]["joints"])
+    assert np.abs(last - truth[150]).max() <= true_step
     assert res.converged_count == 50
 
 
@@ -175,3 +173,207 @@ def test_a_skeleton_without_moving_joints_bakes(method: str, warm: bool) -> None
     errors = [r.position_error for r in result.records]
     assert len(result.frames) == 5 and result.converged_count == 1
     np.testing.assert_allclose(errors, [0.0, 0.05, 0.1, 0.15, 0.2], atol=1e-12)
+
+
+# ------------------------------------------------------ robust bakes (solver.path)
+
+ARM7_NAMES = ["J1", "J2", "J3", "J4", "J5", "J6", "J7"]
+TIGHT = SolverSettings(position_tolerance=1e-5, orientation_tolerance=1e-4)
+
+
+def arm7() -> Skeleton:
+    return Skeleton(load_skeleton("sample_scenes/arm7/skeleton.json"))
+
+
+def arm7_limits() -> np.ndarray:
+    sk = arm7()
+    return np.array([sk.joints[n].limits for n in ARM7_NAMES])  # type: ignore[attr-defined]
+
+
+def arm7_pose(sk: Skeleton, q: np.ndarray) -> np.ndarray:
+    """World 4x4 of the Tool with the arm's joints at ``q`` (radians)."""
+    sk.set_joint_values({n: {"type": "revolute", "angle": float(a)}
+                         for n, a in zip(ARM7_NAMES, q, strict=True)})
+    return sk.joints["Tool"].global_transform.copy()
+
+
+def arm7_reached(sk: Skeleton, q: np.ndarray, target: np.ndarray) -> bool:
+    """Independent check: FK of ``q`` within 1e-5 m / 1e-4 rad and ``q`` within limits."""
+    lim = arm7_limits()
+    arm7_pose(sk, q)
+    dp, dr = pose_error(sk.joints["Tool"], target)
+    inside = bool(np.all(q >= lim[:, 0]) and np.all(q <= lim[:, 1]))
+    return float(np.linalg.norm(dp)) < 1e-5 and float(np.linalg.norm(dr)) < 1e-4 and inside
+
+
+def arm7_joint_path(seed: int, frames: int = 240) -> np.ndarray:
+    """Sinusoids at 50 % of each half-range around mid-range, 1-2 periods (seed 12345,
+    240 frames: the joint path whose FK is sample_scenes/arm7/targets.json)."""
+    lim = arm7_limits()
+    rng = np.random.default_rng(seed)
+    mid, half = lim.mean(axis=1), (lim[:, 1] - lim[:, 0]) / 2
+    periods = rng.uniform(1.0, 2.0, len(lim))
+    phase = rng.uniform(0, 2 * math.pi, len(lim))
+    t = np.arange(frames)[:, None] / frames
+    return mid + 0.5 * half * np.sin(2 * math.pi * periods * t + phase)
+
+
+def baked_arm7(result) -> np.ndarray:  # noqa: ANN001
+    return np.array([[fr["joints"][n]["angle"] for n in ARM7_NAMES] for fr in result.frames])
+
+
+def test_sample_arm7_trajectory_is_solved_without_flips() -> None:
+    """sample_scenes/arm7: the robust bake converges on every frame (the spec method on
+    far fewer), every frame on target by independent FK within the limits, and no joint
+    moves more than twice the largest step of the joint path that made the targets."""
+    targets = interpolate_keyframes(load_targets("sample_scenes/arm7/targets.json"))
+    path = arm7_joint_path(12345)
+    ref = arm7()
+    for q, (_, target) in list(zip(path, targets, strict=True))[::40]:  # the scene's truth
+        assert arm7_reached(ref, q, target)
+    robust = simulate(arm7(), targets, settings=TIGHT, method="robust")
+    spec = simulate(arm7(), targets, settings=TIGHT, method="spec")
+    assert robust.method == "robust" and "method robust" in summary_line(robust)
+    assert robust.converged_count == len(targets) > spec.converged_count
+    got = baked_arm7(robust)
+    for q, (_, target) in zip(got, targets, strict=True):
+        assert arm7_reached(ref, q, target)
+    true_step = np.abs(np.diff(path, axis=0)).max()
+    assert np.abs(np.diff(got, axis=0)).max() <= 2.0 * true_step
+
+
+@pytest.mark.parametrize("seed", [1, 2, 7])
+def test_generated_arm7_trajectories_converge_without_flips(seed: int) -> None:
+    """The bake solves the path as one problem: every frame on target within the limits,
+    and no joint moves more than twice the largest step of the joint path that made the
+    targets (a frame-by-frame tracker jumped on seeds 2 and 7: its null-space path
+    reached the limits)."""
+    path = arm7_joint_path(seed)
+    ref = arm7()
+    targets = [(f, arm7_pose(ref, q)) for f, q in enumerate(path)]
+    result = simulate(arm7(), targets, settings=TIGHT, method="robust")
+    assert result.converged_count == len(targets) and result.jumps == []
+    got = baked_arm7(result)
+    for q, (_, target) in zip(got, targets, strict=True):
+        assert arm7_reached(ref, q, target)
+    true_step = np.abs(np.diff(path, axis=0)).max()
+    assert np.abs(np.diff(got, axis=0)).max() <= 2.0 * true_step
+
+
+def test_humanoid_like_spherical_limits_hold_on_a_trajectory() -> None:
+    """Boxed ball joints on a 40-frame trajectory: every frame converges and every baked
+    quaternion has intrinsic XYZ angles within its box (scipy)."""
+    from fixtures import boxed_angles
+
+    arm = {"root_name": "Root", "joints": [
+        {"name": "Root", "type": "fixed", "parent": None},
+        {"name": "Shoulder", "type": "spherical", "offset": [0, 0, 1.0], "parent": "Root",
+         "limits": [[-1.6, 1.6], [-1.3, 1.3], [-0.7, 1.6]]},
+        {"name": "Elbow", "type": "revolute", "offset": [0, 0, 0.3], "parent": "Shoulder",
+         "axis": [0, 0, 1], "limits": [-0.05, 2.6]},
+        {"name": "Wrist", "type": "spherical", "offset": [0, 0.26, 0], "parent": "Elbow",
+         "limits": [[-1.2, 1.2], [-0.5, 0.5], [-1.0, 1.0]]},
+        {"name": "Hand", "type": "fixed", "offset": [0, 0.08, 0], "parent": "Wrist"}]}
+    sk = Skeleton(parse_skeleton(arm))
+    boxes = {"Shoulder": arm["joints"][1]["limits"], "Wrist": arm["joints"][3]["limits"]}
+    poses = []
+    for f in range(40):  # a smooth path of angles inside the boxes
+        s = math.sin(2 * math.pi * f / 40)
+        values = {"Elbow": {"type": "revolute", "angle": 1.2 + 0.8 * s}}
+        for name, box in boxes.items():
+            lo, hi = np.array(box).T
+            a = (lo + hi) / 2 + 0.45 * (hi - lo) * np.array([s, math.cos(f / 7), s * s - 0.5])
+            qx, qy, qz, qw = Rotation.from_euler("XYZ", a).as_quat()
+            values[name] = {"type": "spherical", "quaternion": [qw, qx, qy, qz]}
+        sk.set_joint_values(values)
+        poses.append((f, sk.joints["Hand"].global_transform.copy()))
+    result = simulate(Skeleton(parse_skeleton(arm)), poses, settings=TIGHT, method="robust")
+    assert result.converged_count == 40
+    for fr in result.frames:
+        for name, box in boxes.items():
+            assert boxed_angles(np.array(fr["joints"][name]["quaternion"]), box), name
+
+
+def test_a_free_wrist_trajectory_reaches_every_frame() -> None:
+    """A wrist without limits (the rotation-vector chart) and a partly boxed shoulder:
+    every frame of a 60-frame trajectory on target by the joint objects' FK, and the
+    quaternions' signs continuous."""
+    poses = []
+    sk = Skeleton(parse_skeleton(ARM))
+    for f in range(60):
+        a = 2 * math.pi * f / 60
+        sk.set_joint_values({
+            "Shoulder": {"type": "spherical", "quaternion": [math.cos(a / 4), 0.3 * math.sin(a),
+                                                             0.2, 0.1]},
+            "Elbow": {"type": "revolute", "angle": -1.0 - 0.5 * math.sin(a)},
+            "Wrist": {"type": "spherical", "quaternion": [1.0, 0.2 * math.cos(a), 0.1, 0.0]},
+        })
+        poses.append((f, sk.joints["Hand"].global_transform.copy()))
+    result = simulate(Skeleton(parse_skeleton(ARM)), poses, settings=TIGHT, method="robust")
+    assert result.converged_count == 60
+    check = Skeleton(parse_skeleton(ARM))
+    for fr, (_, target) in zip(result.frames, poses, strict=True):
+        check.set_joint_values(fr["joints"])
+        dp, dr = pose_error(check.joints["Hand"], target)
+        assert np.linalg.norm(dp) < 1e-5 and np.linalg.norm(dr) < 1e-4
+    for a, b in zip(result.frames, result.frames[1:], strict=False):
+        assert np.dot(a["joints"]["Wrist"]["quaternion"], b["joints"]["Wrist"]["quaternion"]) >= 0
+
+
+def test_a_robust_cold_bake_solves_each_frame_alone() -> None:
+    """``warm_start=False`` (``--cold-start``): every frame solved as if alone (each
+    frame's restarts seeded by its own targets), up to the last bit of numpy's batched
+    arithmetic."""
+    ref = arm7()
+    targets = [(f, arm7_pose(ref, q)) for f, q in enumerate(arm7_joint_path(12345)[::40])]
+    cold = baked_arm7(simulate(arm7(), targets, settings=TIGHT, warm_start=False,
+                               method="robust"))
+    for f, target in targets:
+        alone = simulate(arm7(), [(0, target)], settings=TIGHT, warm_start=False,
+                         method="robust")
+        np.testing.assert_allclose(baked_arm7(alone)[0], cold[f], atol=1e-12, rtol=0)
+        assert arm7_reached(ref, cold[f], target)
+
+
+def test_the_spec_method_takes_no_robust_options() -> None:
+    from dhik.errors import DhikError
+    from dhik.solver.settings import RobustOptions
+
+    targets = circle_targets(3)
+    with pytest.raises(DhikError, match="robust options do not apply to the spec method"):
+        simulate(Skeleton(parse_skeleton(ARM)), targets, method="spec",
+                 options=RobustOptions())
+    with pytest.raises(DhikError, match="robust options"):
+        simulate(Skeleton(parse_skeleton(ARM)), targets, options=RobustOptions(seed=3))
+
+
+@pytest.mark.parametrize("warm", [True, False])
+def test_the_settings_recorded_are_the_ones_that_acted(warm: bool) -> None:
+    """``BakeResult.settings`` (``--report``'s ``settings``): a robust bake lists its
+    tolerances, ``max_iterations``, ``cold_start`` and every ``RobustOptions`` field as
+    given (not the spec method's damping or line search); a spec bake lists
+    ``SolverSettings``."""
+    import dataclasses
+
+    from dhik.solver.settings import RobustOptions
+
+    settings = SolverSettings(max_iterations=50, position_tolerance=1e-4,
+                              orientation_tolerance=1e-3, damping=0.5,
+                              enable_line_search=False)
+    opts = RobustOptions(seed=4, grid=16, window=500)
+    targets = circle_targets(4)
+    robust = simulate(Skeleton(parse_skeleton(ARM)), targets, settings=settings,
+                      warm_start=warm, method="robust", options=opts)
+    assert robust.settings == {"position_tolerance": 1e-4, "orientation_tolerance": 1e-3,
+                               "max_iterations": 50, "cold_start": not warm,
+                               **dataclasses.asdict(opts)}
+    assert robust.report()["settings"] == robust.settings
+    assert "enable_line_search" not in robust.settings
+    assert robust.settings["damping"] == opts.damping  # the LM's, not the spec method's
+    default = simulate(Skeleton(parse_skeleton(ARM)), targets, settings=settings,
+                       warm_start=warm, method="robust")
+    assert {k: default.settings[k] for k in dataclasses.asdict(opts)} == \
+        dataclasses.asdict(RobustOptions())
+    spec = simulate(Skeleton(parse_skeleton(ARM)), targets, settings=settings,
+                    warm_start=warm, method="spec")
+    assert spec.settings == settings.kwargs()

@@ -1,8 +1,8 @@
 """Chain length, driven joints and pole targets (issue 8, points 3-4), no Blender.
 
 References are computed here with numpy on the joint objects: the swivel angle of a
-chain's bend point about the first-joint-to-target line, FK of the baked values, and
-central finite differences for the joint-position Jacobian.
+chain's bend point about the first-joint-to-target line and FK of the baked values (the
+bend points' Jacobian against finite differences is in tests/core/test_joint_space.py).
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from dhik.app.bake import EffectorTrack, simulate
 from dhik.app.formats import parse_skeleton
 from dhik.errors import DhikError
 from dhik.model.compiled import CompiledKinematics
+from dhik.model.joint_space import BatchedModel
 from dhik.model.skeleton import Skeleton
 from dhik.rotations import intrinsic_xyz_to_quat
 from dhik.solver.settings import SolverSettings
@@ -93,11 +94,16 @@ def test_without_a_chain_length_the_spine_is_solved_too() -> None:
                                             (3, {"Elbow", "Shoulder"})])
 def test_chain_length_counts_joints_from_the_effector(length: int, moving: set[str]) -> None:
     """As Blender counts bones: n = the n joints ending at the effector (the effector's
-    own joint included; here it is fixed, so n=1 moves nothing)."""
-    model = CompiledKinematics(arm(), ["Hand"], [length])
-    assert {name for name, _ in model.column_joint} == moving
+    own joint included; here it is fixed, so n=1 moves nothing), in the robust method's
+    joint space (the other columns held) and the spec method's compiled model (the other
+    joints driven)."""
+    model = BatchedModel(parse_skeleton(ARM), ["Hand"], [length])
+    assert {name.split(".")[0] for name, held in zip(model.names, model.held, strict=True)
+            if not held} == moving
     assert model.chains == [["Root", "Spine", "Shoulder", "Elbow", "Hand"][-length:]]
-    assert set(model.driven_names) == {"Spine", "Shoulder", "Elbow"} - moving
+    spec = CompiledKinematics(arm(), ["Hand"], [length])
+    assert {name.split(".")[0] for name in spec.names} == moving
+    assert set(spec.driven_names) == {"Spine", "Shoulder", "Elbow"} - moving
 
 
 def test_joints_outside_the_chain_hold_without_driven_values() -> None:
@@ -152,32 +158,6 @@ def test_pole_faults_are_one_clear_error() -> None:
                  method="robust")
     with pytest.raises(DhikError, match="chain length must be an integer >= 0"):
         simulate(arm(), [EffectorTrack("Hand", targets, chain_length=-1)], method="robust")
-
-
-def test_point_columns_are_the_joint_position_derivatives() -> None:
-    """Central finite differences of ``joint_position`` against ``point_columns``."""
-    sk = arm()
-    sk.set_joint_values({**spine(3), "Shoulder": {"type": "spherical", "quaternion": list(
-        intrinsic_xyz_to_quat(0.3, -0.2, 0.5))}, "Elbow": {"type": "revolute", "angle": 1.1}})
-    model = CompiledKinematics(sk, ["Hand"])
-    model.update()
-    h = 1e-6
-    for name in ("Shoulder", "Elbow", "Hand"):
-        cols = model.point_columns(name)
-        for c in range(model.n):
-            state = model.save()
-            model.q[c] += h
-            model.touch()
-            model.update()
-            plus = np.array(model.joint_position(name))
-            model.restore(state)
-            model.q[c] -= h
-            model.touch()
-            model.update()
-            minus = np.array(model.joint_position(name))
-            model.restore(state)
-            model.update()
-            assert np.allclose((plus - minus) / (2 * h), cols[c], atol=1e-7), (name, c)
 
 
 # ------------------------------------------------------------------- the dhik command
@@ -278,9 +258,8 @@ def test_chain_length_and_driven_joints_bake_flip_free() -> None:
     """A chain length with driven joints above it runs the flip-free engine: an arm7 path
     on a turning turntable (driven) bakes with the turntable's values as given, every
     frame on target, and no frame where an arm joint moves more than twice the largest
-    per-frame step of the path that made the targets (the frame-by-frame tracker flips
+    per-frame step of the path that made the targets (a frame-by-frame tracker flipped
     on this path)."""
-    from dhik.model.batched import BatchedModel
     from fixtures import arm7_on_a_turntable, smooth_path
 
     defn = parse_skeleton(arm7_on_a_turntable())
@@ -318,7 +297,6 @@ def test_two_arms_under_a_driven_turntable_bake_apart_and_flip_free() -> None:
     joint moves more than twice the largest per-frame step of the path that made the
     targets. With chain length 0 the turntable is solved, and the arms are one problem."""
     from dhik.app.bake import _coupled
-    from dhik.model.batched import BatchedModel
     from fixtures import smooth_path, two_arm7s_on_a_turntable
 
     defn = parse_skeleton(two_arm7s_on_a_turntable())

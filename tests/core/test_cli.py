@@ -17,7 +17,7 @@ from dhik.app.formats import load_animation, load_skeleton, load_targets
 from dhik.app.trajectory import interpolate_keyframes
 from dhik.model.skeleton import Skeleton
 from dhik.solver.dls import pose_error
-from dhik.solver.tracks import TrackOptions, solve_track
+from dhik.solver.settings import RobustOptions, SolverSettings
 from fixtures import run_on_terminal
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -60,32 +60,41 @@ def test_bake_sample_scene(scene: str, tmp_path: Path, capsys) -> None:
 
 
 def test_bake_options_reach_the_solver(tmp_path: Path, capsys, monkeypatch) -> None:
+    """The tolerances and ``--max-iterations`` reach the robust (default) trajectory
+    engine, and the report lists what acted: those, ``cold_start`` and the robust
+    options, not the spec method's ``--damping`` and ``--no-line-search`` (which a spec
+    bake lists)."""
     args = ["bake", SCENES / "planar2/skeleton.json", SCENES / "planar2/targets.json",
             "-o", tmp_path / "a.json", "--report", tmp_path / "r.json", "--effector", "Hand",
             "--max-iterations", "7", "--position-tolerance", "1e-7",
             "--orientation-tolerance", "1e-6", "--damping", "0.01", "--no-line-search"]
-    seen: list[TrackOptions] = []
+    seen: list[SolverSettings] = []
+    inner = bake.solve_path
 
     def spy(*a: Any, **kw: Any) -> Any:
         seen.append(a[3])
-        return solve_track(*a, **kw)
+        return inner(*a, **kw)
 
-    monkeypatch.setattr(bake, "solve_track", spy)
+    monkeypatch.setattr(bake, "solve_path", spy)
     code, _, _ = run(capsys, *args)
     rep = json.loads((tmp_path / "r.json").read_text())
-    assert code == 0
+    assert code == 0 and rep["method"] == "robust"
     assert rep["settings"]["max_iterations"] == 7
-    assert rep["settings"]["damping"] == 0.01
-    assert rep["settings"]["enable_line_search"] is False
     assert rep["settings"]["position_tolerance"] == 1e-7
-    # the robust (default) trajectory engine got them: every LM run is capped at 7; the
-    # report counts the iterations of every run on a frame
+    assert rep["settings"]["orientation_tolerance"] == 1e-6
+    assert rep["settings"]["cold_start"] is False
+    assert rep["settings"]["damping"] == RobustOptions().damping  # the LM's own
+    assert "enable_line_search" not in rep["settings"]
+    # every LM run of the trajectory engine is capped at 7; the report counts the
+    # iterations of every run on a frame
     assert [(o.max_iterations, o.position_tolerance, o.orientation_tolerance)
             for o in seen] == [(7, 1e-7, 1e-6)]
     assert all(r["iterations"] >= 0 for r in rep["records"])
     code, _, _ = run(capsys, *args, "--method", "spec", "-o", tmp_path / "s.json")
     rep = json.loads((tmp_path / "r.json").read_text())
     assert code == 0 and rep["method"] == "spec"
+    assert rep["settings"]["damping"] == 0.01
+    assert rep["settings"]["enable_line_search"] is False
     assert max(r["iterations"] for r in rep["records"]) <= 7
 
 

@@ -63,3 +63,16 @@ def test_the_walker_resolves_relative_imports() -> None:
     assert ("solver", "settings") in dls and ("rotations",) in dls
     sk = [m for m, _, _ in _imports(CORE / "model" / "skeleton.py")]
     assert ("solver", "joints") in sk and ("model", "definition") in sk
+
+
+def test_every_package_folder_is_in_the_wheel() -> None:
+    """pyproject.toml lists every folder of core/ that holds an ``__init__.py``: a package
+    left out is missing from a ``pip install .`` (not from an editable install), and the
+    import of the bake fails there."""
+    import tomllib
+
+    setup = tomllib.loads((CORE.parent / "pyproject.toml").read_text())["tool"]["setuptools"]
+    listed = set(setup["packages"])
+    folders = {".".join(("dhik", *p.parent.relative_to(CORE).parts))
+               for p in CORE.rglob("__init__.py")}
+    assert folders == listed, (sorted(folders - listed), sorted(listed - folders))

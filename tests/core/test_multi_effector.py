@@ -16,11 +16,11 @@ import pytest
 from dhik.app.bake import EffectorTrack, merge_tracks, simulate, summary_line
 from dhik.app.cli import main
 from dhik.app.formats import load_animation, parse_skeleton
-from dhik.model.compiled import CompiledKinematics
+from dhik.model.joint_space import BatchedModel
 from dhik.model.skeleton import Skeleton
 from dhik.rotations import matrix_to_euler_xyz
 from dhik.solver.dls import pose_error
-from dhik.solver.robust import solve_robust
+from dhik.solver.lm import solve_many, solve_one
 from dhik.solver.settings import SolverSettings
 
 TIGHT = SolverSettings(position_tolerance=1e-5, orientation_tolerance=1e-4)
@@ -76,38 +76,40 @@ def hands(sk: Skeleton) -> list[np.ndarray]:
 
 
 def test_two_arms_reach_two_targets_at_once() -> None:
+    """The shared torso is one column; both hands reach their targets together (cold, as
+    a batch), re-checked on the joint objects, and each effector's errors are the
+    objects'."""
     rng = np.random.default_rng(4)
     ref = two_arms()
-    sk = two_arms()
-    model = CompiledKinematics(sk, ["LHand", "RHand"])
+    model = BatchedModel(parse_skeleton(TWO_ARMS), ["LHand", "RHand"])
     assert model.names.count("Torso") == 1  # the shared joint is one column
     assert model.n == 1 + 2 * 7
+    targets = []
     for _ in range(6):
         random_pose(ref, rng)
-        targets = hands(ref)
-        model.reset()
-        res = solve_robust(model, targets, TIGHT, rng=rng)
-        assert res.converged
-        model.write_back(sk)
-        for name, target, (pe, oe) in zip(("LHand", "RHand"), targets, res.effector_errors,
-                                          strict=True):
-            dp, dr = pose_error(sk.joints[name], target)  # re-checked on the joint objects
+        targets.append(hands(ref))
+    res = solve_many(model, np.array(targets), settings=TIGHT)
+    assert res.converged.all()
+    sk = two_arms()
+    for row, target, pe, oe in zip(res.q, targets, res.position_error, res.orientation_error,
+                                   strict=True):
+        sk.reset()
+        sk.set_joint_values(model.joint_values(row))
+        for k, name in enumerate(("LHand", "RHand")):
+            dp, dr = pose_error(sk.joints[name], target[k])  # re-checked on the joint objects
             assert np.linalg.norm(dp) < 1e-5 and np.linalg.norm(dr) < 1e-4
-            assert pe == pytest.approx(np.linalg.norm(dp), abs=1e-12)
-            assert oe == pytest.approx(np.linalg.norm(dr), abs=1e-12)
-        assert res.position_error == max(pe for pe, _ in res.effector_errors)
+            assert pe[k] == pytest.approx(np.linalg.norm(dp), abs=1e-12)
+            assert oe[k] == pytest.approx(np.linalg.norm(dr), abs=1e-12)
 
 
 def test_the_torso_moves_when_one_arm_alone_cannot_reach() -> None:
     ref = two_arms()
     ref.set_joint_values({"Torso": {"type": "revolute", "angle": 0.9}})
     targets = hands(ref)  # both hands carried round by the torso
-    sk = two_arms()
-    model = CompiledKinematics(sk, ["LHand", "RHand"])
-    res = solve_robust(model, targets, TIGHT)
-    assert res.converged
-    model.write_back(sk)
-    assert abs(sk.joints["Torso"].q) > 0.1  # type: ignore[attr-defined]
+    model = BatchedModel(parse_skeleton(TWO_ARMS), ["LHand", "RHand"])
+    res = solve_one(model, np.array(targets), np.zeros(model.n), settings=TIGHT)
+    assert res.converged[0]
+    assert abs(res.q[0, model.names.index("Torso")]) > 0.1
 
 
 def test_position_only_target_ignores_orientation() -> None:
@@ -126,20 +128,18 @@ def test_position_only_target_ignores_orientation() -> None:
         ],
     }
     goal = np.array([0.3, 0.2, 0.6])
+    model = BatchedModel(parse_skeleton(planar), ["Tip"])
     joints = []
     for euler in ([0, 0, 0], [1.0, -0.5, 2.0], [3.0, 1.0, -1.0]):
         target = np.eye(4)
         target[:3, :3] = _rot(euler)
         target[:3, 3] = goal
-        sk = Skeleton(parse_skeleton(planar))
-        model = CompiledKinematics(sk, ["Tip"])
-        res = solve_robust(model, [target], TIGHT, weights=[(1.0, 0.0)])
-        assert res.converged and res.position_error < 1e-5
-        assert res.orientation_error == 0.0  # nothing counted...
-        assert res.effector_errors[0][1] > 0.1  # ...though the hand is not turned as asked
-        joints.append(model.increments())
-        full = CompiledKinematics(Skeleton(parse_skeleton(planar)), ["Tip"])
-        assert not solve_robust(full, [target], TIGHT).converged  # 3 DoF: not the full pose
+        res = solve_one(model, target, np.zeros(model.n), [(1.0, 0.0)], TIGHT)
+        assert res.converged[0] and res.position_error[0, 0] < 1e-5
+        assert res.orientation_error[0, 0] > 0.1  # not counted: the hand is not turned
+        joints.append(res.q[0])
+        full = solve_one(model, target, np.zeros(model.n), settings=TIGHT)
+        assert not full.converged[0]  # 3 DoF: not the full pose
     # the orientation asked for does not steer the position-only solve at all
     np.testing.assert_array_equal(joints[0], joints[1])
     np.testing.assert_array_equal(joints[0], joints[2])

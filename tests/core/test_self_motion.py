@@ -17,11 +17,18 @@ import numpy as np
 import pytest
 from dhik.app.bake import EffectorTrack, simulate
 from dhik.app.formats import parse_skeleton
-from dhik.model.batched import BatchedModel
+from dhik.model.joint_space import BatchedModel
 from dhik.model.skeleton import Skeleton
-from dhik.solver.settings import SolverSettings
-from dhik.solver.tracks import TrackOptions, _Track
-from fixtures import ARM7, smooth_path, two_arm7s_on_a_turntable, two_hands_on_a_spine
+from dhik.solver.lm import PoleSet, pole_points
+from dhik.solver.path.search import Search
+from dhik.solver.settings import RobustOptions, SolverSettings
+from fixtures import (
+    ARM7,
+    SPINE_ARM,
+    smooth_path,
+    two_arm7s_on_a_turntable,
+    two_hands_on_a_spine,
+)
 
 
 def bake(defn, effectors: list[str], truth: np.ndarray, rot_weight: float):
@@ -99,17 +106,27 @@ def test_two_arms_on_a_solved_turntable_do_not_flip() -> None:
 
 
 def test_redundancy_counts_the_rows_that_count() -> None:
-    """The self-motion's dimension counts only error rows with a weight above 0, and a
-    redundant chain with position-only targets gets grid columns (its rotation rows, of
-    weight 0, made every column's rest look singular: no grid at all)."""
+    """The self-motion's dimension counts only error rows with a weight above 0 (and one
+    per pole), and a redundant chain with position-only targets gets grid columns (its
+    rotation rows, of weight 0, made every column's rest look singular: no grid at all)."""
     defn = parse_skeleton(json.loads(Path(ARM7).read_text()))
     model = BatchedModel(defn, ["Tool"])
     targets = model.transforms(np.zeros((2, model.n)))
-    full = _Track(model, targets, [(1.0, 1.0)], TrackOptions())
-    position = _Track(model, targets, [(1.0, 0.0)], TrackOptions())
+    full = Search(model, targets, [(1.0, 1.0)], None, RobustOptions())
+    position = Search(model, targets, [(1.0, 0.0)], None, RobustOptions())
     assert (full.redundancy(), position.redundancy()) == (1, 4)
     sols = position.seeds(0, 4)
-    assert len(sols) and len(position.free_columns(sols, 4)) == 4
+    assert len(sols) and len(position.free_columns(sols, 0, 4)) == 4
     two = BatchedModel(parse_skeleton(two_arm7s_on_a_turntable()), ["LTool", "RTool"])
-    both = _Track(two, two.transforms(np.zeros((2, two.n))), None, TrackOptions())
+    both = Search(two, two.transforms(np.zeros((2, two.n))), None, None, RobustOptions())
     assert both.redundancy() == 3
+    # a pole is one more counted row: the spine arm's shoulder and elbow (4 columns) with a
+    # position-only target keep one free turn, which a pole takes
+    arm = parse_skeleton(SPINE_ARM)
+    plain = BatchedModel(arm, ["Hand"], [3])
+    poled = BatchedModel(arm, ["Hand"], [3], points=pole_points(plain.chains, [0]))
+    hand = plain.transforms(np.zeros((2, plain.n)))
+    pole = PoleSet.build(poled, [0], np.ones((2, 1, 3)), [0.0])
+    assert Search(plain, hand, [(1.0, 0.0)], None, RobustOptions()).redundancy() == 1
+    assert Search(poled, hand, [(1.0, 0.0)], None, RobustOptions(),
+                  poles=pole).redundancy() == 0

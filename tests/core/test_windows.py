@@ -1,26 +1,24 @@
-"""Long trajectories are tracked a window at a time (issue 9, point 7: memory bounded).
+"""Long bakes are solved a window of frames at a time (issue 9, point 7: memory bounded).
 
-``RobustOptions.window`` frames are tracked and repaired together; the solutions of a
-window are handed on before the next, which goes on from the last ``lookback + 3``
-frames. Targets are the FK of smooth joint paths within the limits (reachable); results
-are checked with the skeleton's own FK. Frames: world; metres, radians.
+``RobustOptions.window`` frames are planned together (``solver.path.solve_path``); each
+window starts where the one before ended (its last frame). Targets are the FK of smooth
+joint paths within the limits (reachable); results are checked with the skeleton's own
+FK. Frames: world; metres, radians.
 """
 
 from __future__ import annotations
 
-import gc
 import math
-import weakref
+from typing import Any
 
 import numpy as np
 import pytest
-from dhik.app.bake import simulate
+from dhik.app import bake
+from dhik.app.bake import EffectorTrack, simulate
 from dhik.app.formats import load_skeleton
-from dhik.model.compiled import CompiledKinematics
 from dhik.model.skeleton import Skeleton
 from dhik.solver.dls import pose_error
-from dhik.solver.robust import FrameSolution, RobustOptions, solve_trajectory, trajectory_frames
-from dhik.solver.settings import SolverSettings
+from dhik.solver.settings import RobustOptions, SolverSettings
 
 ARM7 = "sample_scenes/arm7/skeleton.json"
 NAMES = ["J1", "J2", "J3", "J4", "J5", "J6", "J7"]
@@ -31,112 +29,150 @@ def arm7() -> Skeleton:
     return Skeleton(load_skeleton(ARM7))
 
 
-def smooth_targets(frames: int, seed: int = 3) -> list[np.ndarray]:
-    """The Tool's world 4x4 along a smooth joint path (40 % of each half-range)."""
+def arm7_truth(frames: int, seed: int, spread: float = 0.6, periods: tuple = (1.0, 3.0)
+               ) -> np.ndarray:  # fmt: skip
+    """A smooth arm7 joint path (sinusoids at ``spread`` of each half-range), rad."""
     sk = arm7()
     lim = np.array([sk.joints[n].limits for n in NAMES])  # type: ignore[attr-defined]
     rng = np.random.default_rng(seed)
     mid, half = lim.mean(axis=1), (lim[:, 1] - lim[:, 0]) / 2
-    periods, phase = rng.uniform(0.5, 1.5, 7), rng.uniform(0, 2 * math.pi, 7)
+    per, phase = rng.uniform(*periods, 7), rng.uniform(0, 2 * math.pi, 7)
+    t = np.arange(frames)[:, None] / frames
+    return mid + spread * half * np.sin(2 * math.pi * per * t + phase)
+
+
+def fk_targets(truth: np.ndarray) -> list[tuple[int, np.ndarray]]:
+    sk = arm7()
     out = []
-    for t in np.arange(frames) / frames:
-        q = mid + 0.4 * half * np.sin(2 * math.pi * periods * t + phase)
+    for f, q in enumerate(truth):
         sk.set_joint_values({n: {"type": "revolute", "angle": float(a)}
                              for n, a in zip(NAMES, q, strict=True)})
-        out.append(sk.joints["Tool"].global_transform.copy())
+        out.append((f, sk.joints["Tool"].global_transform.copy()))
     return out
 
 
-def run(targets: list[np.ndarray], **options: int) -> list[FrameSolution]:
-    model = CompiledKinematics(arm7(), ["Tool"])
-    return solve_trajectory(model, [[t] for t in targets], TIGHT,
-                            options=RobustOptions(**options))
+def baked_angles(result: Any) -> np.ndarray:
+    return np.array([[fr["joints"][n]["angle"] for n in NAMES] for fr in result.frames])
 
 
-def test_windows_without_repair_give_the_frames_of_one_pass() -> None:
-    """With nothing to repair, a window goes on exactly where the one before stopped:
-    every frame equals the one-window solve's, across 5 window boundaries."""
-    targets = smooth_targets(300)
-    one = run(targets, bridges=0, lookback=20)
-    windowed = run(targets, bridges=0, lookback=20, window=50)
-    assert len(windowed) == len(one) == 300
-    for a, b in zip(one, windowed, strict=True):
-        assert a.x == b.x and a.quats == b.quats
-        assert a.result.converged and b.result.converged
-
-
-def test_windows_with_repair_converge_on_every_frame_and_stay_continuous() -> None:
-    targets = smooth_targets(300)
-    frames = run(targets, lookback=20, window=50)
+def on_target(result: Any, targets: list[tuple[int, np.ndarray]], every: int = 1) -> None:
+    """The baked values, posed on fresh joint objects, within the tolerances."""
     sk = arm7()
-    model = CompiledKinematics(sk, ["Tool"])
-    steps = []
-    for k, (fr, target) in enumerate(zip(frames, targets, strict=True)):
-        assert fr.result.converged, k
-        model.restore(fr.state)
-        model.update()
-        model.write_back(sk)
+    for fr, (_, target) in list(zip(result.frames, targets, strict=True))[::every]:
+        sk.set_joint_values(fr["joints"])
         dp, dr = pose_error(sk.joints["Tool"], target)
-        assert np.linalg.norm(dp) < 1e-5 and np.linalg.norm(dr) < 1e-4, k
-        if k:
-            steps.append(max(abs(a - b) for a, b in zip(fr.x, frames[k - 1].x, strict=True)))
-    # the joint path that made the targets moves at most ~0.024 rad a frame
-    assert max(steps) < 0.1
+        assert np.linalg.norm(dp) < 1e-5 and np.linalg.norm(dr) < 1e-4, fr["frame"]
+
+
+@pytest.mark.parametrize(("warm", "chain_length"), [(True, 0), (False, 0), (True, 8)],
+                         ids=["path", "cold", "chain length"])
+def test_windows_bake_what_one_window_bakes(warm: bool, chain_length: int) -> None:
+    """Windows of 40 frames over 120: every frame converged and on target as in one
+    window, every joint moved, no step across a window's boundary beyond twice the
+    truth's largest (the next window starts at the last one's last frame); a cold bake
+    solves each frame alone, so its windows give its frames up to the last bit."""
+    truth = arm7_truth(120, 3, 0.4, (0.5, 1.5))
+    targets = fk_targets(truth)
+    bakes = []
+    for window in (10**6, 40):
+        res = simulate(arm7(), [EffectorTrack("Tool", targets, chain_length=chain_length)],
+                       None, TIGHT, warm_start=warm, method="robust",
+                       options=RobustOptions(window=window))
+        assert res.converged_count == 120 and res.jumps == []
+        on_target(res, targets)
+        bakes.append(baked_angles(res))
+    one, windowed = bakes
+    assert np.all(np.abs(windowed).max(axis=0) > 0.0)
+    if warm:
+        true_step = np.abs(np.diff(truth, axis=0)).max()
+        assert np.abs(np.diff(windowed, axis=0)).max() <= 2.0 * true_step
+    else:
+        np.testing.assert_allclose(windowed, one, atol=1e-12, rtol=0)
+
+
+@pytest.mark.parametrize("window", [10**6, 70], ids=["one window", "windows of 70"])
+def test_the_bake_solves_the_path_as_one_problem_window_by_window(window: int) -> None:
+    """The robust bake of a 7-joint arm's path (redundant: one self-motion) has no
+    flip: no joint moves more than twice the largest step of the joint path that made
+    the targets, also across the boundaries of windows; every frame on target."""
+    truth = arm7_truth(300, 11)
+    targets = fk_targets(truth)
+    result = simulate(arm7(), targets, "Tool", TIGHT, method="robust",
+                      options=RobustOptions(window=window))
+    assert result.converged_count == 300 and result.jumps == []
+    on_target(result, targets, 7)
+    true_step = np.abs(np.diff(truth, axis=0)).max()
+    assert np.abs(np.diff(baked_angles(result), axis=0)).max() <= 2.0 * true_step
+
+
+@pytest.mark.parametrize("window", [10**6, 150], ids=["one window", "windows of 150"])
+def test_a_forced_jump_is_named_in_the_report(window: int) -> None:
+    """The targets jump at frame 200 (the base turns by 1 rad at once): the bake
+    converges on every frame and names frame 200, and only it, in the report and the
+    summary line."""
+    truth = arm7_truth(400, 5)
+    truth[200:, 0] += 1.0
+    sk = arm7()
+    lim = np.array([sk.joints[n].limits for n in NAMES])  # type: ignore[attr-defined]
+    targets = fk_targets(np.clip(truth, lim[:, 0], lim[:, 1]))
+    result = simulate(arm7(), targets, "Tool", TIGHT, method="robust",
+                      options=RobustOptions(window=window))
+    assert result.converged_count == 400
+    assert result.jumps == [200] and result.report()["jumps"] == [200]
+    assert "1 jumps with no continuous path (frames 200)" in bake.summary_line(result)
 
 
 def test_an_unreachable_stretch_across_a_window_boundary() -> None:
-    """Frames 45-64 (over the boundary at 50) are out of reach: they are reported, the
-    others converge, and tracking picks the path up again after them."""
-    targets = smooth_targets(160)
+    """Frames 45-64 (over the boundary at 50) are out of reach: they, and only they, are
+    not converged (the others are on target: the path picks up again after them), and
+    every frame keeps the limits."""
+    truth = arm7_truth(160, 3, 0.4, (0.5, 1.5))
+    targets = fk_targets(truth)
     far = np.eye(4)
     far[:3, 3] = (9.0, 0.0, 0.0)
     for k in range(45, 65):
-        targets[k] = far
-    frames = run(targets, lookback=20, window=50, probe_restarts=2, max_restarts=4)
-    assert len(frames) == 160
-    lost = [k for k, fr in enumerate(frames) if not fr.result.converged]
+        targets[k] = (k, far)
+    result = simulate(arm7(), targets, "Tool", TIGHT, method="robust",
+                      options=RobustOptions(window=50))
+    lost = [r.frame for r in result.records if not r.converged]
     assert lost == list(range(45, 65))
+    got = baked_angles(result)
+    sk = arm7()
+    lim = np.array([sk.joints[n].limits for n in NAMES])  # type: ignore[attr-defined]
+    assert np.all(got >= lim[:, 0]) and np.all(got <= lim[:, 1])
+    kept = [k for k in range(160) if k not in lost]
+    for k in kept[::9]:
+        sk.set_joint_values(result.frames[k]["joints"])
+        dp, _ = pose_error(sk.joints["Tool"], targets[k][1])
+        assert np.linalg.norm(dp) < 1e-5
 
 
-def test_a_window_of_frames_is_all_that_is_held() -> None:
-    """Frames handed on and dropped by the caller are freed: at most a window plus the
-    frames it goes on from are alive at any time."""
-    targets = smooth_targets(400)
-    model = CompiledKinematics(arm7(), ["Tool"])
-    refs: list[weakref.ref[FrameSolution]] = []
-    most, count, seen = 0, 0, []
-    opts = RobustOptions(lookback=20, window=50)
-    for fr in trajectory_frames(model, [[t] for t in targets], TIGHT, options=opts,
-                                progress=lambda done, total: seen.append((done, total))):
-        refs.append(weakref.ref(fr))
-        count += 1
-        del fr
-        if count % 25 == 0:
-            gc.collect()
-            most = max(most, sum(r() is not None for r in refs))
-    assert count == 400
-    assert most <= 50 + 23 + 1
-    assert [d for d, _ in seen] == list(range(1, 401)) and {t for _, t in seen} == {400}
+@pytest.mark.parametrize("warm", [True, False], ids=["path", "cold"])
+def test_a_window_of_frames_is_all_that_is_solved_at_once(
+        warm: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Memory stays bounded: the engine is handed at most ``window`` frames at a time,
+    in order, covering every frame (a path window starts on the last one's last frame);
+    ``progress`` counts frames up to the total, never backward."""
+    targets = fk_targets(arm7_truth(230, 3, 0.4, (0.5, 1.5)))
+    seen: list[int] = []
+    for name in ("solve_path", "solve_many"):
+        inner = getattr(bake, name)
 
+        def spy(model: Any, frames: Any, *args: Any, _inner: Any = inner, **kwargs: Any
+                ) -> Any:  # fmt: skip
+            seen.append(len(frames))
+            return _inner(model, frames, *args, **kwargs)
 
-@pytest.mark.parametrize("warm_start", [True, False], ids=["tracked", "cold"])
-def test_simulate_with_windows_bakes_what_one_window_bakes(warm_start: bool) -> None:
-    """A chain length sends the bake to the tracker (the batched engine has none): its
-    windows give the bake of one window."""
-    from dhik.app.bake import EffectorTrack
-
-    targets = list(enumerate(smooth_targets(120)))
-    bakes = []
-    for window in (10**6, 40):
-        sk = arm7()
-        res = simulate(sk, [EffectorTrack("Tool", targets, chain_length=8)], None, TIGHT,
-                       warm_start=warm_start, method="robust",
-                       options=RobustOptions(bridges=0, lookback=10, window=window))
-        bakes.append((list(res.frames), [r.converged for r in res.records]))
-    assert bakes[0] == bakes[1]
-    assert all(bakes[0][1])
-    moved = {n for fr in bakes[0][0] for n in NAMES if fr["joints"][n]["angle"] != 0.0}
-    assert moved == set(NAMES)
+        monkeypatch.setattr(bake, name, spy)
+    told: list[tuple[int, int]] = []
+    result = simulate(arm7(), targets, "Tool", TIGHT, warm_start=warm, method="robust",
+                      options=RobustOptions(window=50),
+                      progress=lambda done, total: told.append((done, total)))
+    assert result.converged_count == 230
+    assert max(seen) <= 50
+    assert sum(seen) == 230 + (len(seen) - 1 if warm else 0)  # overlaps of one frame
+    done = [d for d, _ in told]
+    assert done == sorted(done) and done[-1] == 230 and {t for _, t in told} == {230}
 
 
 def test_keyframes_interpolated_block_by_block_are_the_frame_by_frame_targets(
@@ -163,72 +199,3 @@ def test_keyframes_interpolated_block_by_block_are_the_frame_by_frame_targets(
             pos = tuple(p + t * (q - p) for p, q in zip(a.pos, b.pos, strict=True))
             eul = tuple(p + t * (q - p) for p, q in zip(a.euler, b.euler, strict=True))
         assert np.array_equal(matrix, trajectory.target_matrix(pos, eul)), frame
-
-
-def arm7_truth(frames: int, seed: int) -> np.ndarray:
-    """A smooth arm7 joint path (sinusoids at 60 % of each half-range), rad."""
-    sk = arm7()
-    lim = np.array([sk.joints[n].limits for n in NAMES])  # type: ignore[attr-defined]
-    rng = np.random.default_rng(seed)
-    mid, half = lim.mean(axis=1), (lim[:, 1] - lim[:, 0]) / 2
-    periods, phase = rng.uniform(1.0, 3.0, 7), rng.uniform(0, 2 * math.pi, 7)
-    t = np.arange(frames)[:, None] / frames
-    return mid + 0.6 * half * np.sin(2 * math.pi * periods * t + phase)
-
-
-def fk_targets(truth: np.ndarray) -> list[tuple[int, np.ndarray]]:
-    sk = arm7()
-    out = []
-    for f, q in enumerate(truth):
-        sk.set_joint_values({n: {"type": "revolute", "angle": float(a)}
-                             for n, a in zip(NAMES, q, strict=True)})
-        out.append((f, sk.joints["Tool"].global_transform.copy()))
-    return out
-
-
-def baked_angles(result) -> np.ndarray:  # noqa: ANN001
-    return np.array([[fr["joints"][n]["angle"] for n in NAMES] for fr in result.frames])
-
-
-@pytest.mark.parametrize("window", [10**6, 70], ids=["one window", "windows of 70"])
-def test_the_bake_solves_the_path_as_one_problem_window_by_window(
-        window: int, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The robust bake of a 7-joint arm's path (redundant: one self-motion) has no
-    flip: no joint moves more than twice the largest step of the joint path that made
-    the targets, also across the boundaries of windows; every frame on target."""
-    from dhik.app import bake
-
-    monkeypatch.setattr(bake, "BATCH_WINDOW", window)
-    truth = arm7_truth(300, 11)
-    targets = fk_targets(truth)
-    result = simulate(arm7(), targets, "Tool", TIGHT, method="robust")
-    assert result.converged_count == 300 and result.jumps == []
-    got = baked_angles(result)
-    sk = arm7()
-    for q, (_, target) in zip(got[::7], targets[::7], strict=True):
-        sk.set_joint_values({n: {"type": "revolute", "angle": float(a)}
-                             for n, a in zip(NAMES, q, strict=True)})
-        dp, dr = pose_error(sk.joints["Tool"], target)
-        assert np.linalg.norm(dp) < 1e-5 and np.linalg.norm(dr) < 1e-4
-    true_step = np.abs(np.diff(truth, axis=0)).max()
-    assert np.abs(np.diff(got, axis=0)).max() <= 2.0 * true_step
-
-
-@pytest.mark.parametrize("window", [10**6, 150], ids=["one window", "windows of 150"])
-def test_a_forced_jump_is_named_in_the_report(window: int,
-                                              monkeypatch: pytest.MonkeyPatch) -> None:
-    """The targets jump at frame 200 (the base turns by 1 rad at once): the bake
-    converges on every frame and names frame 200, and only it, in the report and the
-    summary line."""
-    from dhik.app import bake
-
-    monkeypatch.setattr(bake, "BATCH_WINDOW", window)
-    truth = arm7_truth(400, 5)
-    truth[200:, 0] += 1.0
-    sk = arm7()
-    lim = np.array([sk.joints[n].limits for n in NAMES])  # type: ignore[attr-defined]
-    targets = fk_targets(np.clip(truth, lim[:, 0], lim[:, 1]))
-    result = simulate(arm7(), targets, "Tool", TIGHT, method="robust")
-    assert result.converged_count == 400
-    assert result.jumps == [200] and result.report()["jumps"] == [200]
-    assert "1 jumps with no continuous path (frames 200)" in bake.summary_line(result)

@@ -1,0 +1,400 @@
+"""Flip-free trajectories (``solver.path.solve_path``) against independent references.
+
+Targets are the FK of smooth joint paths within the limits (reachable, one continuous
+answer: the truth), unless said. A flip is a step in which a column moves more than
+twice the truth's largest per-frame step; answers are re-checked with the joint objects'
+FK and the skeleton's limits. Fixed seeds throughout. Frames: world; metres, radians.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import math
+import sys
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+import fixtures
+import numpy as np
+import pytest
+from dhik.app.formats import load_skeleton, parse_skeleton
+from dhik.model.joint_space import BatchedModel
+from dhik.model.skeleton import Skeleton
+from dhik.solver.lm import ENGINE_SETTINGS, PoleSet, pole_points, solve_many
+from dhik.solver.lm import loop as lm_loop
+from dhik.solver.path import PathResult, solve_path
+from fixtures import ARM7, check_answers, smooth_path, swivel
+
+
+def largest_step(model: BatchedModel, q: np.ndarray) -> float:
+    """The largest per-frame motion of any column of ``q`` (F, n), the nearest way
+    (``model.difference``: a rotation vector's other vector is no motion) (rad, m)."""
+    return float(np.abs(model.difference(q[:-1], q[1:])).max())
+
+
+def arm7_path(frames: int, seed: int) -> tuple[BatchedModel, np.ndarray, np.ndarray]:
+    """A smooth arm7 joint path and its targets."""
+    model = BatchedModel(load_skeleton(ARM7), ["Tool"])
+    truth = smooth_path(model.lo, model.hi, frames, seed)
+    return model, truth, model.transforms(truth)
+
+
+@functools.cache
+def arm7_solved() -> tuple[BatchedModel, np.ndarray, np.ndarray, PathResult]:
+    """One 200-frame arm7 path (seed 11) and its solve, shared by the tests below."""
+    model, truth, targets = arm7_path(200, 11)
+    return model, truth, targets, solve_path(model, targets)
+
+
+def test_path_converges_within_limits_and_is_deterministic() -> None:
+    model, _, targets, res = arm7_solved()
+    assert res.converged.all() and res.jumps == []
+    check_answers(load_skeleton(ARM7), model, res.q, targets, 1e-5, 1e-4)
+    again = solve_path(model, targets)
+    np.testing.assert_array_equal(res.q, again.q)
+    np.testing.assert_array_equal(res.iterations, again.iterations)
+
+
+def test_path_has_no_flips() -> None:
+    model, truth, _, res = arm7_solved()
+    # the steps are those of a continuous path: none beyond twice the true path's largest
+    assert largest_step(model, res.q) < 2.0 * largest_step(model, truth)
+
+
+HUMANOID_ARM = {  # clavicle fixed and rotated, limited spherical shoulder and wrist
+    "root_name": "Chest",
+    "joints": [
+        {"name": "Chest", "type": "fixed", "offset": [0, 0, 1.4], "parent": None},
+        {"name": "Clavicle", "type": "fixed", "offset": [0.0, 0.18, 0.02], "parent": "Chest",
+         "quaternion": [0.9962, 0.0, 0.0, 0.0872]},
+        {"name": "Shoulder", "type": "spherical", "offset": [0.0, 0.03, 0.0],
+         "parent": "Clavicle", "limits": [[-1.6, 1.6], [-1.3, 1.3], [-0.7, 1.6]]},
+        {"name": "Elbow", "type": "revolute", "offset": [0.0, 0.30, 0.0], "parent": "Shoulder",
+         "axis": [0, 0, 1], "limits": [-0.05, 2.6]},
+        {"name": "Wrist", "type": "spherical", "offset": [0.0, 0.26, 0.0], "parent": "Elbow",
+         "limits": [[-1.2, 1.2], [-0.5, 0.5], [-1.0, 1.0]]},
+        {"name": "Hand", "type": "fixed", "offset": [0.0, 0.08, 0.01], "parent": "Wrist"},
+    ],
+}
+# the same arm with ball joints that turn freely (a Blender bone without locks): both
+# solved in the rotation-vector chart
+FREE_ARM = {**HUMANOID_ARM, "joints": [
+    {k: v for k, v in j.items() if k != "limits" or j["type"] != "spherical"}
+    for j in HUMANOID_ARM["joints"]]}
+SLIDERS = {  # a 7-DoF chain with two prismatic joints
+    "root_name": "Base",
+    "joints": [
+        {"name": "Base", "type": "fixed", "offset": [0, 0, 0], "parent": None},
+        {"name": "Turn", "type": "revolute", "offset": [0, 0, 0.2], "parent": "Base",
+         "axis": [0, 0, 1], "limits": [-3.0, 3.0]},
+        {"name": "Lift", "type": "prismatic", "offset": [0, 0, 0.3], "parent": "Turn",
+         "axis": [0, 0, 1], "limits": [0.0, 0.8]},
+        {"name": "Pitch", "type": "revolute", "offset": [0, 0, 0.1], "parent": "Lift",
+         "axis": [0, 1, 0], "limits": [-1.5, 1.5]},
+        {"name": "Reach", "type": "prismatic", "offset": [0.2, 0, 0], "parent": "Pitch",
+         "axis": [1, 0, 0], "limits": [0.0, 0.5]},
+        {"name": "Roll", "type": "revolute", "offset": [0.1, 0, 0], "parent": "Reach",
+         "axis": [1, 0, 0], "limits": [-3.0, 3.0]},
+        {"name": "Bend", "type": "revolute", "offset": [0.0, 0, 0], "parent": "Roll",
+         "axis": [0, 1, 0], "limits": [-2.0, 2.0]},
+        {"name": "Twist", "type": "revolute", "offset": [0.05, 0, 0], "parent": "Bend",
+         "axis": [0, 0, 1], "limits": [-2.9, 2.9]},
+        {"name": "Tool", "type": "fixed", "offset": [0.08, 0, 0], "parent": "Twist"},
+    ],
+}
+
+
+@pytest.mark.parametrize(("scene", "effector"), [(HUMANOID_ARM, "Hand"), (SLIDERS, "Tool"),
+                                                 (FREE_ARM, "Hand")],
+                         ids=["humanoid", "sliders", "free balls"])
+def test_path_spherical_and_prismatic_chains(scene: dict, effector: str) -> None:
+    """Boxed balls (intrinsic XYZ angles), sliders, and free balls (rotation vectors, the
+    truth's up to 1.6 rad long, the elbow limited): every frame on target, no flip."""
+    defn = parse_skeleton(scene)
+    model = BatchedModel(defn, [effector])
+    lo = np.where(np.isfinite(model.lo), model.lo, -1.6)
+    hi = np.where(np.isfinite(model.hi), model.hi, 1.6)
+    truth = smooth_path(lo, hi, 300, 4)
+    targets = model.transforms(truth)
+    res = solve_path(model, targets)
+    assert res.converged.all()
+    check_answers(defn, model, res.q, targets, 1e-5, 1e-4)
+    assert largest_step(model, res.q) < 2.0 * largest_step(model, truth)
+
+
+def test_path_without_redundancy() -> None:
+    """arm7 with J3 fixed: six columns for six error rows, branches instead of a grid."""
+    arm = load_skeleton(ARM7)
+    joints = tuple(dataclasses.replace(j, type="fixed", axis=None, limits=None)
+                   if j.name == "J3" else j for j in arm.joints)
+    defn = dataclasses.replace(arm, joints=joints)
+    model = BatchedModel(defn, ["Tool"])
+    assert model.n == 6
+    truth = smooth_path(model.lo, model.hi, 300, 8)
+    targets = model.transforms(truth)
+    res = solve_path(model, targets)
+    assert res.converged.all()
+    check_answers(defn, model, res.q, targets, 1e-5, 1e-4)
+    assert largest_step(model, res.q) < 2.0 * largest_step(model, truth)
+
+
+def test_path_reports_a_forced_jump() -> None:
+    """The targets jump between frames 199 and 200 (the base turns by 1 rad at once):
+    every frame converges, frame 200 is reported, and no other frame is."""
+    model = BatchedModel(load_skeleton(ARM7), ["Tool"])
+    truth = smooth_path(model.lo, model.hi, 400, 5)
+    truth[200:, 0] += 1.0
+    res = solve_path(model, model.transforms(np.clip(truth, model.lo, model.hi)))
+    assert res.converged.all()
+    assert res.jumps == [200]
+
+
+def test_path_hinges_without_limits() -> None:
+    """arm7 with every limit removed: the self-motion is gridded over one turn and a
+    whole turn between segments is unwrapped, so no frame jumps."""
+    arm = load_skeleton(ARM7)
+    free = dataclasses.replace(arm, joints=tuple(dataclasses.replace(j, limits=None)
+                                                 for j in arm.joints))
+    limited, model = BatchedModel(arm, ["Tool"]), BatchedModel(free, ["Tool"])
+    truth = smooth_path(limited.lo, limited.hi, 400, 3)
+    targets = model.transforms(truth)
+    res = solve_path(model, targets)
+    assert res.converged.all()
+    check_answers(free, model, res.q, targets, 1e-5, 1e-4)
+    steps = np.abs(np.diff(res.q, axis=0)).max(axis=1)  # as written: no whole turns either
+    assert steps.max() < 2.0 * np.abs(np.diff(truth, axis=0)).max()
+
+
+def test_path_from_a_given_start() -> None:
+    """``start``: the path leaves frame 0 from that solution (the end of the window
+    before), and goes on from it without a jump."""
+    model, truth, targets, _ = arm7_solved()
+    start = truth[100]  # the true joints: one solution of frame 100 among many
+    res = solve_path(model, targets[100:], start=start)
+    np.testing.assert_array_equal(res.q[0], start)
+    assert res.converged.all() and res.jumps == []
+    assert largest_step(model, res.q) <= 2.0 * largest_step(model, truth)
+
+
+@pytest.mark.parametrize("seed", [3, 7])
+def test_path_joins_the_poses_before_and_after(seed: int) -> None:
+    """``before`` and ``after``: the poses on the frames around the part solved (the keys
+    a re-baked part of an animation sits between). Solved alone, the middle of a path
+    may start and end on other branches of the redundant arm; told the poses around it,
+    it starts and ends within one true step of them and moves no more than twice the true
+    step anywhere."""
+    model, truth, targets = arm7_path(200, seed)
+    true_step = np.abs(np.diff(truth, axis=0)).max()
+    res = solve_path(model, targets[100:150], before=truth[99], after=truth[150])
+    assert res.converged.all() and res.jumps == []
+    assert np.abs(res.q[0] - truth[99]).max() <= true_step
+    assert np.abs(res.q[-1] - truth[150]).max() <= true_step
+    assert np.abs(np.diff(res.q, axis=0)).max() <= 2.0 * true_step
+    check_answers(load_skeleton(ARM7), model, res.q[::10], targets[100:150:10], 1e-5, 1e-4)
+    ahead = solve_path(model, targets[100:], before=truth[99])  # only a start
+    assert np.abs(ahead.q[0] - truth[99]).max() <= true_step and ahead.jumps == []
+
+
+def test_path_with_a_locked_column_is_quiet() -> None:
+    """A joint whose limits are one value (a locked axis, as Blender's lock_ik gives) has
+    no range: choosing among candidates by their distance to the limits ignores it. The
+    path converges, the joint keeps its value, and numpy warns of nothing."""
+    arm = load_skeleton(ARM7)
+    locked = dataclasses.replace(arm, joints=tuple(
+        dataclasses.replace(j, limits=(0.3, 0.3)) if j.name == "J5" else j
+        for j in arm.joints))
+    model = BatchedModel(locked, ["Tool"])
+    rng = np.random.default_rng(4)
+    truth = fixtures.sample_coordinates(model, rng, 1)[0] + np.linspace(0.0, 0.05, 30)[:, None]
+    truth[:, 4] = 0.3
+    truth = np.clip(truth, model.lo, model.hi)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        res = solve_path(model, model.transforms(truth))
+    assert res.converged.all()
+    np.testing.assert_array_equal(res.q[:, 4], 0.3)
+
+
+# ----------------------------------------------------- the work a path's frames cost
+
+
+def spy_on_the_lm(monkeypatch: pytest.MonkeyPatch, wrap: Callable[..., Any]) -> None:
+    """Route every LM run of the solver's modules through ``wrap(inner, *args,
+    **kwargs)``: wherever a module of ``dhik.solver`` holds ``levenberg_marquardt``."""
+    inner = lm_loop.levenberg_marquardt
+
+    def spy(*args: Any, **kwargs: Any) -> Any:
+        return wrap(inner, *args, **kwargs)
+
+    patched = 0
+    for name, module in list(sys.modules.items()):
+        if name.startswith("dhik.solver.") and module is not lm_loop and \
+                getattr(module, "levenberg_marquardt", None) is inner:
+            monkeypatch.setattr(module, "levenberg_marquardt", spy)
+            patched += 1
+    assert patched >= 2  # the path's modules and solve_many's
+
+
+def test_path_counts_each_frames_work(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``iterations``: per frame, the LM iterations its rows took over every pass. The
+    total is what every LM run of the solve reported (counted here independently), a
+    coarse frame (many candidates) costs far more than a frame filled between coarse
+    ones, and the count is the same on a second run."""
+    model, _, targets = arm7_path(200, 11)
+    spent: list[np.ndarray] = []
+
+    def counting(inner: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        res = inner(*args, **kwargs)
+        rows = kwargs.get("rows")
+        spent.append(np.bincount(np.arange(len(res.q)) if rows is None else rows,
+                                 weights=res.iterations, minlength=len(targets)))
+        return res
+
+    spy_on_the_lm(monkeypatch, counting)
+    res = solve_path(model, targets)
+    assert res.iterations.shape == (len(targets),)
+    np.testing.assert_array_equal(res.iterations, np.sum(spent, axis=0))
+    assert res.iterations.min() >= 0 and res.iterations.sum() > len(targets)
+    assert res.iterations.max() > 10 * np.median(res.iterations)
+    monkeypatch.undo()
+    np.testing.assert_array_equal(solve_path(model, targets).iterations, res.iterations)
+
+
+def test_path_caps_every_lm_run_at_max_iterations(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``settings.max_iterations`` (the bake's ``--max-iterations``) caps the budget of
+    every LM run of the trajectory engine: tracking, seeds, fills and the closest
+    approach."""
+    model, _, targets = arm7_path(60, 3)
+    targets[20:23, 0, 0, 3] += 5.0  # out of reach: the closest approach runs too
+    budgets: list[int] = []
+
+    def spy(inner: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        budget = int(kwargs["budget"] if "budget" in kwargs else args[3])
+        budgets.append(budget)
+        res = inner(*args, **kwargs)
+        assert res.iterations.max(initial=0) <= budget
+        return res
+
+    spy_on_the_lm(monkeypatch, spy)
+    solve_path(model, targets)
+    assert max(budgets) > 12  # the default budgets: tracking at 15, seeds at 60, ...
+    budgets.clear()
+    res = solve_path(model, targets,
+                     settings=dataclasses.replace(ENGINE_SETTINGS, max_iterations=8))
+    assert budgets and max(budgets) == 8
+    assert res.iterations.shape == (60,)
+
+
+# ------------------------------------------------------------- held columns, reach
+
+
+def test_held_columns_keep_the_values_given_per_frame() -> None:
+    """``solve_path`` and ``solve_many`` with ``held``: every frame's held column has
+    exactly its value, and the solved columns reach targets made with those values."""
+    defn = parse_skeleton(fixtures.SPINE_ARM)
+    model = BatchedModel(defn, ["Hand"], [3])  # the spine is held
+    whole = BatchedModel(defn, ["Hand"])
+    frames = 60
+    truth = smooth_path(np.array([-1.0, -0.5, -0.5, -0.5, 0.3]),
+                        np.array([1.0, 0.5, 0.5, 0.5, 2.0]), frames, 4)
+    targets = whole.transforms(truth)
+    held = np.zeros_like(truth)
+    held[:, 0] = truth[:, 0]
+    path = solve_path(model, targets, weights=[(1.0, 0.0)], held=held)
+    many = solve_many(model, targets, weights=[(1.0, 0.0)], held=held)
+    for q, conv in ((path.q, path.converged), (many.q, many.converged)):
+        assert conv.all()
+        np.testing.assert_array_equal(q[:, 0], truth[:, 0])
+        pos = whole.transforms(q)[:, 0, :3, 3]
+        assert np.abs(pos - targets[:, 0, :3, 3]).max() < 1e-5
+    # without the values the spine stays at the T-pose, and the targets are missed
+    alone = solve_many(model, targets, weights=[(1.0, 0.0)])
+    assert np.all(alone.q[:, 0] == 0.0) and not alone.converged.all()
+
+
+def test_held_columns_do_not_count_as_redundancy() -> None:
+    """arm7 on a turntable with the turntable and J1 held leaves six solved hinges for a
+    full pose: no redundancy, so no column is locked on a grid (locking one left five
+    columns for six error rows). Every frame converges, the held values stay as given,
+    and the path follows the truth."""
+    defn = parse_skeleton(fixtures.arm7_on_a_turntable())
+    names = [j.name for j in defn.joints]
+    model = BatchedModel(defn, ["Tool"], [len(names) - names.index("J1") - 1])
+    whole = BatchedModel(defn, ["Tool"])
+    assert model.held.tolist() == [True, True] + [False] * 6
+    frames = 200
+    truth = smooth_path(whole.lo[1:], whole.hi[1:], frames, 3)
+    q = np.column_stack([0.6 * np.sin(np.linspace(0, 2 * math.pi, frames)), truth])
+    res = solve_path(model, whole.transforms(q), held=q)
+    assert res.converged.all() and not res.jumps
+    np.testing.assert_array_equal(res.q[:, :2], q[:, :2])
+    true_step = np.abs(np.diff(q[:, 2:], axis=0)).max()
+    assert np.abs(np.diff(res.q[:, 2:], axis=0)).max() < 2.0 * true_step
+
+
+def test_frames_out_of_reach_stay_within_the_limits() -> None:
+    """A target reached only outside a limit (the T-pose hand of the spine arm, whose
+    elbow is limited to >= 0.05 rad, the elbow alone solving): no frame converges, and
+    every frame of ``solve_path`` and ``solve_many`` keeps the elbow at its limit, the
+    closest approach within it."""
+    defn = parse_skeleton(fixtures.SPINE_ARM)
+    model = BatchedModel(defn, ["Hand"], [2])  # the elbow alone
+    hand = Skeleton(defn).world_transforms()["Hand"]
+    targets = np.array([hand] * 40)[:, None]
+    for res in (solve_path(model, targets), solve_many(model, targets)):
+        assert not res.converged.any()
+        assert np.all(res.q >= model.lo) and np.all(res.q <= model.hi)
+        np.testing.assert_array_equal(res.q[:, -1], 0.05)
+
+
+def test_unreachable_frames_get_the_closest_approach_and_the_rest_converge() -> None:
+    """Frames 20-24 of an arm7 path are 5 m away: they are not converged, reach out
+    toward their targets (closer than the frames on either side, posed alike, would be),
+    within the limits; every other frame converges."""
+    model, truth, targets = arm7_path(60, 3)
+    targets[20:25, 0, 0, 3] += 5.0
+    res = solve_path(model, targets)
+    lost = np.flatnonzero(~res.converged).tolist()
+    assert lost == list(range(20, 25))
+    assert np.all(res.q >= model.lo) and np.all(res.q <= model.hi)
+    for f in lost:
+        neighbour = model.transforms(res.q[[19]])[0, 0, :3, 3]
+        assert res.position_error[f, 0] < np.linalg.norm(targets[f, 0, :3, 3] - neighbour)
+
+
+# --------------------------------------------------------------------------- poles
+
+
+def test_a_pole_on_a_path_bends_every_frame_toward_it_without_flips() -> None:
+    """The spine arm's shoulder, elbow and hand (chain length 3, position-only targets,
+    one free turn) on a 60-frame path with a pole above the shoulder (far from every
+    shoulder-to-target line: a pole near that line turns its half-plane fast, a jump the
+    targets force): every hand on target, every elbow within 1e-3 rad of the pole's
+    half-plane, no jump reported, and no step beyond twice the largest of the joint path
+    that made the targets (which bends elsewhere)."""
+    defn = parse_skeleton(fixtures.SPINE_ARM)
+    plain = BatchedModel(defn, ["Hand"], [3])
+    model = BatchedModel(defn, ["Hand"], [3], points=pole_points(plain.chains, [0]))
+    frames = 60
+    lo = np.where(np.isfinite(model.lo), model.lo, -0.8)
+    hi = np.where(np.isfinite(model.hi), model.hi, 0.8)
+    lo[model.held], hi[model.held] = 0.0, 0.0
+    truth = smooth_path(lo, hi, frames, 6)
+    targets = plain.transforms(truth)
+    pole = np.array([0.2, 0.0, 6.0])
+    poles = PoleSet.build(model, [0], np.broadcast_to(pole, (frames, 1, 3)), [0.0])
+    tight = dataclasses.replace(ENGINE_SETTINGS, max_iterations=200,
+                                position_tolerance=1e-6)
+    res = solve_path(model, targets, [(1.0, 0.0)], tight, poles=poles)
+    assert res.converged.all() and res.jumps == []
+    sk = Skeleton(defn)
+    for row, target in zip(res.q, targets, strict=True):
+        sk.reset()
+        sk.set_joint_values(model.joint_values(row))
+        world = sk.world_transforms()
+        assert np.linalg.norm(world["Hand"][:3, 3] - target[0][:3, 3]) < 1e-6
+        assert abs(swivel(world, pole, target[0])) < 1e-3
+    assert largest_step(model, res.q) < 2.0 * largest_step(model, truth)
+
