@@ -225,6 +225,18 @@ def reference(ob: bpy.types.Object, scene: CharacterScene, frames: int, seed: in
     return ref
 
 
+def chain_frames(ob: bpy.types.Object, limb: Limb) -> np.ndarray:
+    """(3, 4, 4): the limb's rest transforms, top bone first: the top bone's rest frame in
+    world (its parent at rest: the body is still), then each bone's in its parent's. The
+    effector's world pose is ``T0 R0 T1 R1 T2 R2``, ``R_k`` the bone's local rotation
+    (matrix_basis), what a peer solver outside Blender needs of the rig."""
+    bones = [ob.data.bones[name] for name in reversed(limb.chain)]
+    out = [np.array(ob.matrix_world @ bones[0].matrix_local, dtype=float)]
+    for parent, bone in zip(bones, bones[1:], strict=False):
+        out.append(np.array(parent.matrix_local.inverted() @ bone.matrix_local, dtype=float))
+    return np.array(out)
+
+
 def new_empty(name: str) -> bpy.types.Object:
     """A plain-axes Empty in the scene collection, rotation mode quaternion."""
     ob = bpy.data.objects.new(name, None)

@@ -63,12 +63,14 @@ from character_scenes import (  # noqa: E402
     CharacterScene,
     Reference,
     build_rig,
+    chain_frames,
     key_empty,
     new_empty,
     reference,
     rest_pose,
 )
 from preview import _register  # noqa: E402
+from turns import angle, flips  # noqa: E402
 
 FRAMES = 160
 
@@ -214,12 +216,6 @@ class DhikBake:
 # ------------------------------------------------------------------ what Blender shows
 
 
-def _angle(r: np.ndarray) -> float:
-    """Rotation angle (rad) of a 3x3 rotation, exact near 0."""
-    skew = np.array([r[2, 1] - r[1, 2], r[0, 2] - r[2, 0], r[1, 0] - r[0, 1]])
-    return math.atan2(float(np.linalg.norm(skew)) / 2, (float(np.trace(r)) - 1) / 2)
-
-
 def evaluate(ob: bpy.types.Object, scene: CharacterScene, ref: Reference,
              tolerances: tuple[float, float]) -> dict[str, Any]:  # fmt: skip
     """Blender's evaluated pose of every frame of the baked action: success per frame,
@@ -239,7 +235,7 @@ def evaluate(ob: bpy.types.Object, scene: CharacterScene, ref: Reference,
             m = np.array(world @ pose[limb.effector].matrix, dtype=float)
             target = ref.effector[f, i]
             pos[f, i] = np.linalg.norm(m[:3, 3] - target[:3, 3])
-            rot[f, i] = _angle(m[:3, :3] @ target[:3, :3].T)
+            rot[f, i] = angle(m[:3, :3] @ target[:3, :3].T)
             head = np.array(world @ pose[limb.chain[1]].head, dtype=float)
             elbow[f, i] = np.linalg.norm(head - ref.elbow[f, i])
     ok = (pos < tolerances[0]).all(axis=1)
@@ -247,26 +243,6 @@ def evaluate(ob: bpy.types.Object, scene: CharacterScene, ref: Reference,
         ok &= (rot < tolerances[1]).all(axis=1)
     return {"ok": int(ok.sum()), "local": local, "pos": float(pos.max()),
             "rot": float(rot.max()), "elbow": float(elbow.max())}
-
-
-def turns(q: np.ndarray) -> np.ndarray:
-    """(F-1, B): the angle (rad) each bone's local rotation turns between frames."""
-    a, b = q[:-1], q[1:]
-    w = np.sum(a * b, axis=-1)
-    v = a[..., :1] * b[..., 1:] - b[..., :1] * a[..., 1:] - np.cross(a[..., 1:], b[..., 1:])
-    out: np.ndarray = 2 * np.arctan2(np.linalg.norm(v, axis=-1), np.abs(w))
-    return out
-
-
-def flips(solved: np.ndarray, ref: np.ndarray) -> tuple[int, int, float]:
-    """Flip frames (per bone, overall) and the largest ratio, against the reference."""
-    got, true = turns(solved), turns(ref)
-    bound = true.max(axis=0)
-    overall = float(bound.max())
-    bound = np.where(bound > 1e-9, bound, overall)
-    per = int((got > 2 * bound).any(axis=1).sum())
-    over = int((got > 2 * overall).any(axis=1).sum())
-    return per, over, float((got / bound).max())
 
 
 # ------------------------------------------------------------------ the run
@@ -282,8 +258,13 @@ def run_scene(scene: CharacterScene, clips: int, frames: int, args: argparse.Nam
     stats: dict[str, dict[str, Any]] = {
         m.name: {"seconds": [], "ok": 0, "per": 0, "over": 0, "ratio": 0.0, "pos": 0.0,
                  "rot": 0.0, "elbow": 0.0} for m in methods}
+    peer = {"frames": np.array([chain_frames(ob, limb) for limb in scene.limbs]),
+            "effector": [], "local": []}
     for clip in range(-1, clips):
         ref = reference(ob, scene, frames, args.seed + max(clip, 0))
+        if clip >= 0:
+            peer["effector"].append(ref.effector)
+            peer["local"].append(ref.local)
         for m in methods:
             m.prepare(ref)
             seconds = m.bake(frames)
@@ -321,7 +302,28 @@ def run_scene(scene: CharacterScene, clips: int, frames: int, args: argparse.Nam
                      "solve_s": getattr(m, "solve_seconds", [])[1:]})  # after the warm-up
     blender, dhik = rows
     dhik["vs_blender"] = dhik["mean_s"] / blender["mean_s"]
+    if args.peer_data:
+        PEER_DATA[scene.name] = {k: np.asarray(v) for k, v in peer.items()}
     return rows
+
+
+# per scene: the chains' rest transforms and every clip's reference, for --peer-data
+PEER_DATA: dict[str, dict[str, np.ndarray]] = {}
+
+
+def write_peer_data(path: str, args: argparse.Namespace) -> None:
+    """An .npz of the scenes for solvers outside Blender (bench/character_rtb.py): per
+    scene ``<scene>/frames`` (limbs, 3, 4, 4: :func:`chain_frames`), ``<scene>/effector``
+    (clips, frames, limbs, 4, 4: the targets, world) and ``<scene>/local`` (clips, frames,
+    bones, 4: the reference's local rotations, [w, x, y, z]); ``meta``: JSON of each
+    scene's limbs and target kind, and the tolerances."""
+    meta = {"tolerances": [args.position_tolerance, args.orientation_tolerance], "scenes": {
+        sc.name: {"title": sc.title, "full_pose": sc.full_pose, "pole": sc.pole,
+                  "limbs": [list(limb.chain) for limb in sc.limbs]}
+        for sc in SCENES if sc.name in PEER_DATA}}
+    arrays = {f"{name}/{key}": value for name, data in PEER_DATA.items()
+              for key, value in data.items()}
+    np.savez_compressed(path, meta=np.array(json.dumps(meta)), **arrays)
 
 
 def markdown(result: dict[str, Any]) -> str:
@@ -373,6 +375,8 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--position-tolerance", type=float, default=1e-4)
     parser.add_argument("--orientation-tolerance", type=float, default=1e-3)
     parser.add_argument("--json", default=None, help="also write the rows here")
+    parser.add_argument("--peer-data", default=None,
+                        help="also write the scenes for solvers outside Blender (.npz)")
     parser.add_argument("--out", default=str(HERE / "results"))
     args = parser.parse_args(argv)
     started = time.perf_counter()
@@ -395,6 +399,8 @@ def main(argv: list[str]) -> int:
     (out / "characters.md").write_text(md)
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=1) + "\n")
+    if args.peer_data:
+        write_peer_data(args.peer_data, args)
     print(md)
     return 0
 
