@@ -353,7 +353,7 @@ def markdown(result: dict[str, Any]) -> str:
         solve = ""
         if r["solve_s"]:
             solve = f"; the core's solve {statistics.fmean(r['solve_s']):.3f} s per clip (mean)"
-        lines.append(f"- {r['scene']}, {r['method']}: {r['max_pos_err']:.2g} / "
+        lines.append(f"- {r['scene']}, {r['method']}: {r['max_pos_err']:.3g} / "
                      f"{r['max_rot_err']:.2g}; elbow {r['max_elbow_off']:.2g}{pole}{solve}")
     lines += ["", f"Whole run {result['wall_s']:.0f} s; Blender {result['blender']}, "
               f"python {platform.python_version()}, {os.cpu_count()} cpus, load average "
