@@ -8,7 +8,8 @@ the joint limits as ``ik_min_y``/``ik_max_y`` (Blender caps them at +-pi); the t
 bone's tail is the effector point; the IK constraint on the tip (chain = every hinge,
 ``use_rotation``) targets an Empty placed at ``[R_target R_eff_rest^-1 B_tip | p]``.
 
-A: channels at rest before every target (a cold solve from the T-pose). B: channels
+A: channels at rest before every target (a cold solve from the T-pose). B, and any other
+list of targets in ``in.json`` (e.g. the random paths of bench/side_by_side.py): channels
 set to the previous frame's answer before each frame (warm; frame 0 from rest). Timed:
 ``empty.matrix_world = M; view_layer.update()`` per target, the depsgraph update
 included; the same loop with the constraint muted is reported as ``muted_us``. Angles
@@ -142,12 +143,13 @@ def run(config: dict[str, Any], data: dict[str, Any]) -> dict[str, Any]:
         return r
 
     out: dict[str, Any] = {"name": config["name"]}
-    for wl in ("A", "B"):
+    for wl in [k for k in data if k not in ("skeleton", "effector")]:
         targets = [place(t) for t in data[wl]]
+        warm = wl != "A"
         values, times = [], []
         previous = None
         for t in targets:
-            set_channels(ob, names, previous if wl == "B" else None)
+            set_channels(ob, names, previous if warm else None)
             layer.update()
             t0 = time.perf_counter()
             empty.matrix_world = t
@@ -155,7 +157,7 @@ def run(config: dict[str, Any], data: dict[str, Any]) -> dict[str, Any]:
             times.append((time.perf_counter() - t0) * 1e6)
             a = angles(ob, names)
             values.append(dict(zip(names, a, strict=True)))
-            previous = a if wl == "B" else None
+            previous = a if warm else None
         out[wl] = {"values": values, "times_us": times}
     con.mute = True  # the cost of the same update without the IK
     muted = []

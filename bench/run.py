@@ -7,7 +7,8 @@ CLI (reading skeleton.json/targets.json, writing animation.json). Every answer i
 re-checked with bench/refk.py. Success: pose error below the threshold AND every joint
 within its limits. Times cover the solver call only (A, B) and are the median over
 ``--repeats`` runs of each run's median and mean. Writes bench/results/latest.json and
-latest.md and prints the table.
+latest.md and prints the table; then bench/side_by_side.py's one table (dhik, rtb and
+Blender's IK on arm7 and on the character rigs, in this run), also in latest.md.
 """
 
 from __future__ import annotations
@@ -410,6 +411,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--methods", nargs="*", default=None, help="substring filter")
     parser.add_argument("--no-blender", action="store_true")
     parser.add_argument("--out", default=str(HERE / "results"))
+    parser.add_argument("--no-side-by-side", action="store_true",
+                        help="leave out bench/side_by_side.py's table (arm7 and characters)")
+    parser.add_argument("--clips", type=int, default=10, help="clips per character scene")
     args = parser.parse_args(argv)
 
     rows: list[dict[str, Any]] = []
@@ -491,6 +495,13 @@ def main(argv: list[str] | None = None) -> int:
     (out / "latest.json").write_text(json.dumps(result, indent=1, default=float) + "\n")
     md = markdown(result)
     (out / "latest.md").write_text(md)
+    if not args.no_side_by_side:  # the one table: arm7 and the character rigs, in this run
+        from side_by_side import side_by_side
+
+        md += "\n## Side by side (bench/side_by_side.py)\n\n" + side_by_side(
+            args.bpy_python, args.clips, args.repeats, args.poses, args.frames,
+            args.blender_poses, out)
+        (out / "latest.md").write_text(md)
     print(md)
     return 0
 
