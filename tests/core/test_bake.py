@@ -369,7 +369,7 @@ def test_the_settings_recorded_are_the_ones_that_acted(warm: bool) -> None:
                                **dataclasses.asdict(opts)}
     assert robust.report()["settings"] == robust.settings
     assert "enable_line_search" not in robust.settings
-    assert robust.settings["damping"] == opts.damping  # the LM's, not the spec method's
+    assert robust.settings["lm_damping"] == opts.lm_damping  # the LM's, not the spec method's
     default = simulate(Skeleton(parse_skeleton(ARM)), targets, settings=settings,
                        warm_start=warm, method="robust")
     assert {k: default.settings[k] for k in dataclasses.asdict(opts)} == \

@@ -296,7 +296,7 @@ def test_two_arms_under_a_driven_turntable_bake_apart_and_flip_free() -> None:
     true one). Both tools on target on every frame, the turntable as given, and no arm
     joint moves more than twice the largest per-frame step of the path that made the
     targets. With chain length 0 the turntable is solved, and the arms are one problem."""
-    from dhik.app.bake import _coupled
+    from dhik.app.parts import coupled as _coupled
     from fixtures import smooth_path, two_arm7s_on_a_turntable
 
     defn = parse_skeleton(two_arm7s_on_a_turntable())

@@ -83,7 +83,7 @@ def test_bake_options_reach_the_solver(tmp_path: Path, capsys, monkeypatch) -> N
     assert rep["settings"]["position_tolerance"] == 1e-7
     assert rep["settings"]["orientation_tolerance"] == 1e-6
     assert rep["settings"]["cold_start"] is False
-    assert rep["settings"]["damping"] == RobustOptions().damping  # the LM's own
+    assert rep["settings"]["lm_damping"] == RobustOptions().lm_damping  # the LM's own
     assert "enable_line_search" not in rep["settings"]
     # every LM run of the trajectory engine is capped at 7; the report counts the
     # iterations of every run on a frame

@@ -22,7 +22,15 @@ from dhik.model.skeleton import Skeleton
 from dhik.model.spherical import SphericalJoint
 from dhik.rotations import matrix_to_rotvec
 from dhik.solver.joints import PrismaticJoint, RevoluteJoint
-from dhik.solver.lm import ENGINE_SETTINGS, PoleSet, pole_points, rotvec, solve_many, solve_one
+from dhik.solver.lm import (
+    ENGINE_SETTINGS,
+    PoleSet,
+    Problem,
+    pole_points,
+    rotvec,
+    solve_many,
+    solve_one,
+)
 from dhik.solver.lm.starts import problem_keys, uniform_draws
 from dhik.solver.path import solve_path
 from dhik.solver.settings import RobustOptions, SolverSettings
@@ -270,10 +278,45 @@ def test_an_unreachable_target_ends_best_effort_within_limits() -> None:
         dp = sk.joints["Tool"].global_transform[:3, 3] - far[:3, 3]
         assert np.linalg.norm(dp) == pytest.approx(res.position_error[0, 0], abs=1e-12)
         assert res.position_error[0, 0] < start_error - 0.5
+    # beyond any reach (outside the ball the hand cannot leave): no restart is tried
+    assert Problem(model, far[None, None], None).out_of_reach()[0]
     with_restarts = solve_one(model, far, np.zeros(model.n))
     without = solve_one(model, far, np.zeros(model.n), options=RobustOptions(restarts=0))
+    assert with_restarts.iterations[0] == without.iterations[0]
+    # within the ball but out of the limits' reach (below the base): restarts are tried,
+    # and never leave a worse answer
+    centre, radius = model.reach_t(np.zeros((model.n, 1)))
+    below = np.eye(4)
+    below[:3, 3] = centre[0, :, 0] + [0.0, 0.0, -0.9 * float(radius[0])]
+    assert not Problem(model, below[None, None], None).out_of_reach()[0]
+    with_restarts = solve_one(model, below, np.zeros(model.n))
+    without = solve_one(model, below, np.zeros(model.n), options=RobustOptions(restarts=0))
+    assert not with_restarts.converged[0]
     assert with_restarts.position_error[0, 0] <= without.position_error[0, 0]
     assert with_restarts.iterations[0] > without.iterations[0]
+
+
+@pytest.mark.parametrize("scene", ["arm7", "spine_arm", "scara"])
+def test_no_pose_leaves_the_reach_ball(scene: str) -> None:
+    """``reach_t``: the effector of 2,000 random configurations within the limits stays in
+    the ball (centre at the first solved joint, placed by the held columns; radius the
+    lengths below plus the sliders' farthest limits), and touches 90 % of its radius for
+    a chain that can stretch out."""
+    from fixtures import SCARA, SPINE_ARM
+
+    defn = {"arm7": load_skeleton(ARM7), "spine_arm": parse_skeleton(SPINE_ARM),
+            "scara": parse_skeleton(SCARA)}[scene]
+    model = BatchedModel(defn, ["Tool" if scene != "spine_arm" else "Hand"])
+    rng = np.random.default_rng(5)
+    lo = np.where(np.isfinite(model.lo), model.lo, -np.pi)
+    hi = np.where(np.isfinite(model.hi), model.hi, np.pi)
+    q = rng.uniform(lo, hi, (2000, model.n))
+    _, pos = model.pose(q)
+    centre, radius = model.reach_t(np.ascontiguousarray(q.T))
+    dist = np.linalg.norm(pos[:, 0] - centre[0].T, axis=1)
+    assert np.all(dist <= radius[0] + 1e-9)
+    if scene == "spine_arm":
+        assert dist.max() > 0.9 * radius[0]
 
 
 # ------------------------------------------------------------- never outside the limits

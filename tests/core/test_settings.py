@@ -3,8 +3,8 @@
 For each field a bake is run with only that field changed; its iterations, joint values
 or reported jumps must differ from the default bake's (an option that does nothing is
 refused by this test). The LM's fields act on a cold bake (every frame alone, restarts for
-the frame out of reach), the planner's on a trajectory bake. arm7, 24 frames of a smooth
-path, frame 12 out of reach. Frames: world; metres, radians.
+the frame that cannot be reached), the planner's on a trajectory bake. arm7, 24 frames of
+a smooth path, frame 12 unreachable (below the arm's base). Frames: world; metres, radians.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from dhik.app.bake import simulate
 from dhik.app.formats import load_skeleton
 from dhik.model.joint_space import BatchedModel
 from dhik.model.skeleton import Skeleton
+from dhik.solver.lm import Problem
 from dhik.solver.settings import RobustOptions, SolverSettings
 from fixtures import ARM7, smooth_path
 
@@ -27,8 +28,8 @@ TIGHT = SolverSettings(position_tolerance=1e-5, orientation_tolerance=1e-4)
 # per field: the bake it shows in ("cold": warm_start False, "path": a trajectory) and a
 # value other than the default
 CHANGES: dict[str, tuple[str, Any]] = {
-    "damping": ("cold", 1.0),
-    "damping_floor": ("cold", 1e-3),
+    "lm_damping": ("cold", 1.0),
+    "lm_damping_floor": ("cold", 1e-3),
     "stall_window": ("cold", 2),
     "stall_ratio": ("cold", 0.9),
     "restarts": ("cold", 1),
@@ -52,7 +53,11 @@ CHANGES: dict[str, tuple[str, Any]] = {
 def targets() -> tuple[tuple[int, np.ndarray], ...]:
     model = BatchedModel(load_skeleton(ARM7), ["Tool"])
     world = model.transforms(smooth_path(model.lo, model.hi, 24, 3))[:, 0]
-    world[12, 0, 3] += 5.0  # out of reach: restarts, the closest approach, a jump
+    # unreachable, though within the ball the arm cannot leave (0.9 of its reach straight
+    # below its first joint: its limits keep it above): restarts, the closest approach,
+    # a jump
+    centre, radius = model.reach_t(np.zeros((model.n, 1)))
+    world[12, :3, 3] = centre[0, :, 0] + [0.0, 0.0, -0.9 * float(radius[0])]
     return tuple(enumerate(world))
 
 
@@ -83,4 +88,7 @@ def test_the_scenes_exercise_what_the_options_steer() -> None:
     of reach) and report that frame's jump (path)."""
     cold_iterations = np.frombuffer(default("cold")[0], dtype=np.int64)
     assert cold_iterations[12] > TIGHT.max_iterations
+    model = BatchedModel(load_skeleton(ARM7), ["Tool"])
+    problem = Problem(model, np.array([t for _, t in targets()])[:, None], None, TIGHT)
+    assert not problem.out_of_reach()[12]  # restarts are not skipped there
     assert 12 in default("path")[2] or 13 in default("path")[2]

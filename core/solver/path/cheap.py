@@ -9,7 +9,8 @@ or from the given start; every frame between two coarse frames then starts from 
 straight line between them and is pulled toward it (one batch for the whole clip).
 Where one track follows one continuous family of solutions (a ball-joint limb solved
 from rest, a chain without redundancy away from its singularities), this is the whole
-answer at a few LM rows a frame. It is given up (None: the planner searches,
+answer at a few LM rows a frame. (``plan.solve_path`` does not try it on a self-motion
+of one dimension, which its grid search handles best.) It is given up (None: the planner searches,
 ``plan.solve_path``) as soon as a coarse frame is lost, and after the fill when a step
 is a jump, a frame between two reached coarse frames is missed, or the largest step
 stands out of the clip's steps (more than ``SPIKE`` times their upper quartile: a
