@@ -47,16 +47,19 @@ class LMResult:
 def levenberg_marquardt(model: BatchedKinematics, problem: Problem, q0: Array,
                         budget: int, rows: Index | None = None, pull: Array | None = None,
                         pull_gain: float = 1.0, frozen: NDArray[np.bool_] | None = None,
-                        first_wins: bool = False, stall_window: int | None = None,
-                        polish: bool = False) -> LMResult:  # fmt: skip
+                        first_wins: bool = False, stall_window: int | None = None
+                        ) -> LMResult:  # fmt: skip
     """Run the LM from ``q0`` (k, n) for problems ``rows`` (default all, in order), at
     most ``budget`` iterations per row. ``pull`` (k, n): a reference the step is damped
     toward (its null-space part survives), ``pull_gain`` of the way. ``frozen`` (n,) for
     all rows or (k, n) per row: columns that keep their starting values. ``first_wins``:
     rows of the same problem (``rows``) stop once one of them has converged.
-    ``stall_window``: instead of the problem's ``options.stall_window``. ``polish``:
-    converged rows keep iterating toward ``pull`` for the whole budget, a step kept when
-    the row stays converged."""
+    ``stall_window``: instead of the problem's ``options.stall_window``.
+
+    With poles (``problem.poles``) a row searches until its targets and its poles are
+    met; one that then misses its targets (a pole the limits do not allow beside them)
+    is solved again from there for its targets alone, pulled toward where it was: the
+    targets come first, and they alone say whether a row converged."""
     opts = problem.options
     lo, hi = model.lo, model.hi
     q = np.ascontiguousarray(np.clip(np.asarray(q0, dtype=float), lo, hi).T)  # (n, k)
@@ -92,7 +95,7 @@ def levenberg_marquardt(model: BatchedKinematics, problem: Problem, q0: Array,
     hist = np.repeat(energy[None], window, axis=0)
     dead = np.zeros(k, dtype=bool)
     for it in range(budget):
-        act = np.flatnonzero(~dead if polish else ~conv & ~dead)
+        act = np.flatnonzero(~conv & ~dead)
         if act.size == 0:
             break
         every = act.size == k  # every row: no gathers, and no scatters when all accept
@@ -116,7 +119,7 @@ def levenberg_marquardt(model: BatchedKinematics, problem: Problem, q0: Array,
         assert lt.jac is not None
         en = 0.5 * np.einsum("rk,rk->k", lt.e, lt.e)
         ct = problem.converged(lt)
-        ok = (en < ena) | ct if not polish else np.where(conv[sel], ct, (en < ena) | ct)
+        ok = (en < ena) | ct
         if every and ok.all():
             q, e, energy, pe, re, po, conv = qt, lt.e, en, lt.pe, lt.re, lt.po, ct
             weighted = lt.jac
@@ -141,8 +144,43 @@ def levenberg_marquardt(model: BatchedKinematics, problem: Problem, q0: Array,
         if first_wins and conv[acc].any():
             dead |= np.isin(idx, idx[acc[conv[acc]]])
         dead &= ~conv
-    return LMResult(np.ascontiguousarray(q.T), conv, iters, np.ascontiguousarray(pe.T),
-                    np.ascontiguousarray(re.T), np.ascontiguousarray(po.T))
+    out = LMResult(np.ascontiguousarray(q.T), conv, iters, np.ascontiguousarray(pe.T),
+                   np.ascontiguousarray(re.T), np.ascontiguousarray(po.T))
+    if problem.poles is not None:
+        _targets_first(model, problem, out, idx, frozen, stall_window, budget)
+    return out
+
+
+def _targets_first(model: BatchedKinematics, problem: Problem, res: LMResult, idx: Index,
+                   frozen: NDArray[np.bool_] | None, stall_window: int | None,
+                   budget: int) -> None:  # fmt: skip
+    """A poled search's rows that miss their targets, solved again for the targets alone
+    from where they are (pulled toward it), in place; every row's ``converged`` then
+    says whether its targets are met."""
+    lin = problem.linearise(np.ascontiguousarray(res.q.T), problem.rows.take(idx),
+                            jacobian=False)
+    met = problem.targets_met(lin)
+    miss = np.flatnonzero(~met)
+    res.converged = met
+    if miss.size == 0 or budget <= 0:
+        return
+    fz = None if frozen is None or np.ndim(frozen) == 1 else np.asarray(frozen)[miss]
+    if frozen is not None and np.ndim(frozen) == 1:
+        fz = np.asarray(frozen)
+    again = levenberg_marquardt(model, problem.without_poles(), res.q[miss], budget,
+                                rows=idx[miss], pull=res.q[miss], frozen=fz,
+                                stall_window=stall_window)
+    better = problem.badness(again.position_error, again.orientation_error) <= \
+        problem.badness(res.position_error[miss], res.orientation_error[miss])
+    take = miss[better]
+    res.q[take], res.converged[take] = again.q[better], again.converged[better]
+    res.position_error[take] = again.position_error[better]
+    res.orientation_error[take] = again.orientation_error[better]
+    res.iterations[miss] += again.iterations
+    if take.size:  # the poles' arcs where the targets took over
+        after = problem.linearise(np.ascontiguousarray(res.q[take].T),
+                                  problem.rows.take(idx[take]), jacobian=False)
+        res.pole_error[take] = after.po.T
 
 
 def on_target(model: BatchedKinematics, problem: Problem, q: Array,

@@ -7,10 +7,14 @@ row; arrays are batch last. The residual per effector is ``(p_t - p) * w_p / sca
 ``rotvec(R_t R^T) * w_r`` (rad). A pole (Blender's IK pole, :mod:`.poles`) adds one row:
 the arc (m, over ``scale``) its chain's bend point still has to swing about the line from
 the chain's first joint to the target, so a pole is one more task, not another solver.
+The targets come first: a row that misses its targets with its pole's row in the
+residual is solved again without it (``loop``), and only the targets decide whether a
+row has converged.
 """
 
 from __future__ import annotations
 
+import copy
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -231,8 +235,23 @@ class Problem:
             out = np.maximum(out, po.max(axis=1) / s.position_tolerance)
         return out
 
+    def without_poles(self) -> Problem:
+        """The same problems with their targets alone (no pole rows)."""
+        out = copy.copy(self)
+        out.poles = None
+        out.rows = Rows(self.rows.rot, self.rows.pos, None)
+        return out
+
+    def targets_met(self, lin: Linearised) -> BoolArray:
+        """Per row: every counted target error within its tolerance (poles aside)."""
+        s = self.settings
+        ok_p = (lin.pe < s.position_tolerance) | ~self.count_p[:, None]
+        ok_r = (lin.re < s.orientation_tolerance) | ~self.count_r[:, None]
+        return np.all(ok_p & ok_r, axis=0)
+
     def converged(self, lin: Linearised) -> BoolArray:
-        """Per row: every counted error within its tolerance."""
+        """Per row: every counted error within its tolerance, the poles' arcs included
+        (where a search stops)."""
         s = self.settings
         ok_p = (lin.pe < s.position_tolerance) | ~self.count_p[:, None]
         ok_r = (lin.re < s.orientation_tolerance) | ~self.count_r[:, None]
