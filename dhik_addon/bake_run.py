@@ -4,8 +4,9 @@ The modal ``dhik.bake`` drives a :class:`BakeSession` from timer events; Esc cal
 :meth:`BakeSession.cancel`. Stages:
 
 1. ``prepare``: the scene was validated when the session was made (an error is reported
-   at once); each step reads the targets of at most 1 % of the frames (and at most
-   :data:`STEP_SECONDS` of reading), so progress shows and Esc is seen in between.
+   at once); each step reads the targets :data:`READ_CHUNK` frames at a time for about
+   :data:`STEP_SECONDS` (at least one chunk), so progress shows and Esc is seen in
+   between, and a short bake is read in one step.
 2. ``solve``: :class:`BakeThread` runs the core in a worker thread (it touches no
    Blender data). The core calls the progress callback during the solve; the callback
    raises :class:`~.bake_job.BakeCancelled` once a cancel was asked for, which stops
@@ -20,7 +21,6 @@ included), also when the solve had already finished: its result is dropped.
 
 from __future__ import annotations
 
-import math
 import threading
 import time
 from collections.abc import Callable
@@ -31,7 +31,8 @@ from ..core.app.bake import BakeResult
 from .bake_job import BakeCancelled, BakeJob, Preparation
 from .bake_keys import KeyPlan
 
-STEP_SECONDS = 0.1  # longest stretch of target reading in one step of an interactive bake
+STEP_SECONDS = 0.1  # target reading in one step of an interactive bake (s, about)
+READ_CHUNK = 16  # frames read between two looks at the clock
 CANCEL_WAIT = 1.0  # s: how long a cancel waits for the worker thread to stop
 PREPARE_SHARE = 0.05  # of the progress bar: reading the targets (the rest: the solve)
 
@@ -105,8 +106,10 @@ class BakeSession:
     the :class:`BakeThread`."""
 
     def __init__(self, context: bpy.types.Context,
-                 observer: Callable[[int, int], None] | None = None) -> None:  # fmt: skip
+                 observer: Callable[[int, int], None] | None = None,
+                 step_seconds: float = STEP_SECONDS) -> None:  # fmt: skip
         self.observer = observer
+        self.step_seconds = step_seconds
         self.prep: Preparation | None = Preparation(context)
         self.total = self.prep.total
         self.stage = "prepare"  # prepare, solve, plan, write, done, cancelled
@@ -114,11 +117,6 @@ class BakeSession:
         self.worker: BakeThread | None = None
         self.planned: KeyPlan | None = None
         self.result: BakeResult | None = None
-
-    @property
-    def chunk(self) -> int:
-        """Frames read per step at most: 1 % of the range (at least one)."""
-        return max(1, math.floor(self.total / 100))
 
     def step(self, context: bpy.types.Context) -> bool:
         """Advance one stage's worth of work; True once the bake is written. DhikError
@@ -149,10 +147,10 @@ class BakeSession:
     def _prepare(self, context: bpy.types.Context) -> None:
         prep = self.prep
         assert prep is not None
-        until = time.perf_counter() + STEP_SECONDS
-        end = min(prep.total, prep.done + self.chunk)
-        while prep.done < end and time.perf_counter() < until:
-            prep.read(min(end - prep.done, 16))
+        until = time.perf_counter() + self.step_seconds
+        prep.read(READ_CHUNK)
+        while not prep.finished and time.perf_counter() < until:
+            prep.read(READ_CHUNK)
         if prep.finished:
             self.job = prep.finish(context)
             self.prep = None

@@ -87,11 +87,14 @@ def remember(group: Any, prop: str, ob: bpy.types.Object | None) -> None:
 def _tag_bone(arm: bpy.types.Armature, bone: bpy.types.Bone, tag: str) -> None:
     """Put ``tag`` on ``bone`` of ``arm`` (and on its edit bone in Edit Mode, which
     Blender copies back over the bone when Edit Mode ends)."""
-    bone[TAG] = tag
-    if arm.is_editmode:
-        edit = arm.edit_bones.get(bone.name)
-        if edit is not None:
-            edit[TAG] = tag
+    try:
+        bone[TAG] = tag
+        if arm.is_editmode:
+            edit = arm.edit_bones.get(bone.name)
+            if edit is not None:
+                edit[TAG] = tag
+    except (AttributeError, TypeError, RuntimeError):  # linked data: names only
+        pass
 
 
 def references(s: Any) -> Iterator[tuple[Any, str, bpy.types.Object | None]]:
@@ -124,7 +127,7 @@ def sync_settings(s: Any) -> None:
         tag = getattr(group, prop + TAG_SUFFIX)
         if arm is not None and tag and _BONE_COUNTS.get(arm.as_pointer()) != len(arm.bones):
             for bone in arm.bones:
-                if bone.name != now and bone.get(TAG) == tag:
+                if bone.name != now and bone.get(TAG) == tag and arm.library is None:
                     del bone[TAG]
     for group, prop, ob, now in found:
         if now != getattr(group, prop):

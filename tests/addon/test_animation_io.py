@@ -139,6 +139,36 @@ def test_a_bezier_keyed_target_in_the_bones_orientation_exports_what_blender_pla
           f"Blender {gap:.2g} rad")
 
 
+def test_a_bone_target_exports_what_blender_plays(tmp_path):
+    """A control armature's bone keyed every 4 frames (Bezier) is the target: Export
+    Targets writes that bone's pose, and the CLI bake equals Blender's."""
+    ob, imported = _arm7(tmp_path)
+    arm = bpy.data.armatures.new("controls")
+    controls = bpy.data.objects.new("controls", arm)
+    bpy.context.collection.objects.link(controls)
+    bpy.context.view_layer.objects.active = controls
+    bpy.ops.object.mode_set(mode="EDIT")
+    bone = arm.edit_bones.new("ctrl")
+    bone.head, bone.tail = (0.0, 0.0, 0.0), (0.0, 0.1, 0.0)
+    bpy.ops.object.mode_set(mode="OBJECT")
+    controls.location = (0.3, 0.1, -0.2)
+    pb = controls.pose.bones["ctrl"]
+    pb.rotation_mode = "QUATERNION"
+    scene = bpy.context.scene
+    for f in range(0, 25, 4):
+        scene.frame_set(f)
+        pb.matrix = controls.matrix_world.inverted() @ imported.matrix_world
+        bpy.context.view_layer.update()
+        pb.keyframe_insert("location", frame=f)
+        pb.keyframe_insert("rotation_quaternion", frame=f)
+    scene.frame_start, scene.frame_end = 0, 24
+    scene.dhik.target, scene.dhik.target_bone = controls, "ctrl"
+    blender = _bake_in_blender(tmp_path)
+    gap = _largest_gap(blender, _cli_bake(tmp_path))
+    assert gap < 1e-6, gap
+    print(f"\nFIGURES bone target exported: CLI vs Blender {gap:.2g} rad")
+
+
 def test_linear_imported_targets_export_their_own_keyframes(tmp_path, core):
     """Targets imported from a file (linear in its joint frame) export as that file's
     keyframes only, also with the armature moved (they move with it)."""

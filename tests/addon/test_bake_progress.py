@@ -54,13 +54,15 @@ def _run(addon):
     return addon.dhik_addon.bake_run
 
 
-def test_reading_the_targets_shows_progress_in_steps_of_one_percent(tmp_path, addon):
-    """Each step of the preparation reads at most 1 % of the frames, the progress
-    grows with it, and the current frame is the user's after every step."""
+def test_reading_the_targets_shows_progress_in_steps(tmp_path, addon):
+    """The preparation reads the targets a chunk of frames per step (here with no time
+    to spare: one chunk), the progress grows with each step, and the current frame is
+    the user's after every step."""
     _arm7(tmp_path)
     scene = bpy.context.scene
     scene.frame_set(17)
-    session = _run(addon).BakeSession(bpy.context)
+    run = _run(addon)
+    session = run.BakeSession(bpy.context, step_seconds=0.0)
     total, seen, fractions = session.total, [0], [session.fraction()]
     while session.stage == "prepare":
         session.step(bpy.context)
@@ -68,8 +70,8 @@ def test_reading_the_targets_shows_progress_in_steps_of_one_percent(tmp_path, ad
         if session.stage == "prepare":
             seen.append(session.frames_done)
             fractions.append(session.fraction())
-    assert total == 240 and len(seen) >= 100
-    assert max(np.diff(seen)) <= math.floor(total / 100) and min(np.diff(seen)) > 0
+    assert total == 240 and set(np.diff(seen)) == {run.READ_CHUNK}
+    assert len(seen) == math.ceil(total / run.READ_CHUNK)
     assert fractions == sorted(fractions) and fractions[-1] < 0.05 + 1e-12
     session.worker.wait()
     while not session.step(bpy.context):
