@@ -106,7 +106,8 @@ def test_cli_bake_of_the_exports_equals_the_bake_in_blender(tmp_path, placement)
     print(f"\nFIGURES CLI vs Blender, armature {placement}: {gap:.2g} rad")
 
 
-def test_a_bezier_keyed_target_in_the_bones_orientation_exports_what_blender_plays(tmp_path):
+def test_a_bezier_keyed_target_in_the_bones_orientation_exports_what_blender_plays(
+        tmp_path, capfd):
     """A target keyed by hand every 6 frames (Bezier, Blender's default) in the Tool
     bone's orientation, on a turned armature: Blender plays neither a linear motion nor
     one linear in the joint frame, so the export writes the frames in between and says
@@ -129,10 +130,14 @@ def test_a_bezier_keyed_target_in_the_bones_orientation_exports_what_blender_pla
     scene.frame_start, scene.frame_end = 0, 24
     scene.dhik.target = goal
     blender = _bake_in_blender(tmp_path)
-    reports = tmp_path / "exported_targets.json"
-    assert bpy.ops.dhik.export_targets(filepath=str(reports)) == {"FINISHED"}
-    written = [k["frame"] for k in json.loads(reports.read_text())]
+    exported = tmp_path / "exported_targets.json"
+    capfd.readouterr()
+    assert bpy.ops.dhik.export_targets(filepath=str(exported)) == {"FINISHED"}
+    written = [k["frame"] for k in json.loads(exported.read_text())]
     assert set(range(0, 25, 6)) <= set(written) and len(written) > 5
+    said = capfd.readouterr().out
+    assert f"{len(written) - 5} of them are frames between the target's 5 keys" in said
+    assert "armature 'arm7''s space" in said
     gap = _largest_gap(blender, _cli_bake(tmp_path))
     assert gap < 1e-6, gap
     print(f"\nFIGURES Bezier target: {len(written)} keyframes written for 5 keys; CLI vs "

@@ -300,6 +300,7 @@ def test_renamed_bones_are_followed(tmp_path):
     assert bpy.ops.dhik.effector_add() == {"FINISHED"}
     row = s.effectors[0]
     row.bone, row.target, row.target_bone = "J3", controls, "spare"
+    row.pole_target, row.pole_bone = controls, "ctrl"
 
     ob.data.bones["Tool"].name = "Tool.L"  # as the Outliner or the Properties rename
     controls.data.bones["ctrl"].name = "hand_ctrl"
@@ -317,7 +318,7 @@ def test_renamed_bones_are_followed(tmp_path):
     bpy.context.view_layer.update()
     assert "pole.001" in controls.data.bones
     assert (s.effector, s.target_bone, s.pole_bone) == ("Tool.L", "hand_ctrl", "pole")
-    assert (row.bone, row.target_bone) == ("elbow", "pole")
+    assert (row.bone, row.target_bone, row.pole_bone) == ("elbow", "pole", "hand_ctrl")
     controls.data.bones["pole"].name = "knee_pole"  # the original again, the copy stays
     bpy.context.view_layer.update()
     assert (s.pole_bone, row.target_bone) == ("knee_pole", "knee_pole")
