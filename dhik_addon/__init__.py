@@ -1,15 +1,16 @@
 """The Blender layer of dhik: converts Blender data to core objects and calls the core.
 
 No IK math lives here. ``register()`` adds the operators (``dhik.*``), the sidebar
-panel, the File > Import / Export entries, ``Scene.dhik`` and the live preview's
-``load_post`` handler.
+panel, the File > Import / Export entries, ``Scene.dhik``, the live preview's
+``load_post`` handler and the handler that keeps bone names in step with renames.
 """
 
 from __future__ import annotations
 
 import bpy
 
-from . import preview
+from . import bone_refs, preview
+from .import_animation import DHIK_OT_import_animation
 from .operators_bake import DHIK_OT_bake
 from .operators_effectors import DHIK_OT_effector_add, DHIK_OT_effector_remove
 from .operators_io import (
@@ -39,6 +40,7 @@ CLASSES = (
     DHIK_OT_import_targets,
     DHIK_OT_export_targets,
     DHIK_OT_export_animation,
+    DHIK_OT_import_animation,
     DHIK_OT_bake,
     DHIK_OT_effector_add,
     DHIK_OT_effector_remove,
@@ -60,10 +62,12 @@ def register() -> None:
     bpy.types.TOPBAR_MT_file_import.append(menu_import)
     bpy.types.TOPBAR_MT_file_export.append(menu_export)
     preview.register()
+    bone_refs.register()
 
 
 def unregister() -> None:
     """Undo :func:`register`."""
+    bone_refs.unregister()
     preview.unregister()
     bpy.types.TOPBAR_MT_file_export.remove(menu_export)
     bpy.types.TOPBAR_MT_file_import.remove(menu_import)

@@ -1,9 +1,11 @@
 """``dhik.bake``: solve every frame of the range with the core and key the armature.
 
-Scripts and background mode run ``execute`` (synchronous). In the UI, ``invoke`` runs
-the solve in a worker thread (it touches no Blender data) and a modal timer shows
-progress; Esc stops it and the armature stays as it was, because nothing is keyed
-before the solve has finished. Either way the bake is one undo step.
+Scripts and background mode run ``execute`` (synchronous, with progress). In the UI,
+``invoke`` starts a :class:`~.bake_run.BakeSession` and a modal timer steps it: the
+targets are read a chunk of frames at a time, the solve runs in a worker thread, the
+keys are planned and then written; the status bar and the cursor show the progress.
+Esc at any point before the write stops it and the armature stays as it was. Either
+way the bake is one undo step.
 """
 
 from __future__ import annotations
@@ -16,14 +18,24 @@ from ..core.app.bake import BakeResult
 from ..core.errors import DhikError
 from .access import window_manager
 from .armature_read import skeleton_notes
-from .bake_job import BakeJob, BakeThread
+from .bake_job import BakeJob, Preparation
+from .bake_run import BakeSession
 from .props import settings
 from .safety import bake_unavailable, posed_fixed_bones
 
 if TYPE_CHECKING:
     from .access import OperatorResult
 
-TIMER_STEP = 0.1  # seconds between progress updates of an interactive bake
+TIMER_STEP = 0.1  # seconds between progress updates while the worker solves
+READ_STEP = 0.01  # seconds between the steps that read the targets
+PROGRESS_UNITS = 10_000  # the cursor's progress scale
+
+
+def _status(context: bpy.types.Context, text: str | None) -> None:
+    """Show ``text`` in the status bar (None: clear it), where there is one."""
+    workspace = context.workspace
+    if workspace is not None:
+        workspace.status_text_set(text)
 
 
 class DHIK_OT_bake(bpy.types.Operator):
@@ -33,8 +45,10 @@ class DHIK_OT_bake(bpy.types.Operator):
     bl_label = "Bake IK"
     bl_options = {"REGISTER", "UNDO"}
 
-    _worker: BakeThread | None = None
+    _session: BakeSession | None = None
     _timer: bpy.types.Timer | None = None
+    _interval = 0.0
+    _posed: list[str] = []
 
     @classmethod
     def poll(cls, context: bpy.types.Context) -> bool:
@@ -46,15 +60,16 @@ class DHIK_OT_bake(bpy.types.Operator):
     def _finish(
         self, context: bpy.types.Context, job: BakeJob, result: BakeResult
     ) -> OperatorResult:
-        posed: list[str] = []
-        if job.bake_action == "CURRENT":  # (a new action starts every bone at rest)
-            posed = posed_fixed_bones(job.armature, job.skeleton.defn,
-                                      [t.name for t in job.tracks])
+        posed = _posed(job)
         try:
             job.apply(context, result)
         except DhikError as err:
             self.report({"ERROR"}, str(err))
             return {"CANCELLED"}
+        return self._report(context, job, result, posed)
+
+    def _report(self, context: bpy.types.Context, job: BakeJob, result: BakeResult,
+                posed: list[str]) -> OperatorResult:  # fmt: skip
         if posed:
             self.report({"WARNING"}, f"Bones {', '.join(map(repr, posed))} are fixed joints "
                         "on the chain but posed or animated: the bake took them at rest, so "
@@ -74,13 +89,19 @@ class DHIK_OT_bake(bpy.types.Operator):
     def execute(self, context: bpy.types.Context) -> OperatorResult:
         wm = window_manager(context)
         try:
-            job = BakeJob.prepare(context)
+            prep = Preparation(context)
         except DhikError as err:
             self.report({"ERROR"}, str(err))
             return {"CANCELLED"}
-        wm.progress_begin(0, job.frame_count)
+        frames = max(prep.total, 1)
+        wm.progress_begin(0, PROGRESS_UNITS)
         try:
-            result = job.solve(lambda done, _total: wm.progress_update(done))
+            while not prep.finished:  # reading the targets: the first 5 %
+                prep.read(max(1, frames // 100))
+                wm.progress_update(PROGRESS_UNITS * 0.05 * prep.done / frames)
+            job = prep.finish(context)
+            result = job.solve(lambda done, _total: wm.progress_update(
+                PROGRESS_UNITS * (0.05 + 0.95 * done / frames)))
         except DhikError as err:
             self.report({"ERROR"}, str(err))
             return {"CANCELLED"}
@@ -92,17 +113,26 @@ class DHIK_OT_bake(bpy.types.Operator):
         if context.window is None:
             return self.execute(context)
         try:
-            job = BakeJob.prepare(context)
+            self._session = BakeSession(context)
         except DhikError as err:
             self.report({"ERROR"}, str(err))
             return {"CANCELLED"}
         wm = window_manager(context)
-        self._worker = BakeThread(job)
-        self._worker.start()
-        wm.progress_begin(0, job.frame_count)
-        self._timer = wm.event_timer_add(TIMER_STEP, window=context.window)
+        wm.progress_begin(0, PROGRESS_UNITS)
+        self._set_timer(context, READ_STEP)
         wm.modal_handler_add(self)
+        _status(context, self._session.status())
         return {"RUNNING_MODAL"}
+
+    def _set_timer(self, context: bpy.types.Context, interval: float) -> None:
+        """A timer event every ``interval`` seconds (the one before removed)."""
+        wm = window_manager(context)
+        if self._timer is not None:
+            if self._interval == interval:
+                return
+            wm.event_timer_remove(self._timer)
+        self._timer = wm.event_timer_add(interval, window=context.window)
+        self._interval = interval
 
     def _stop(self, context: bpy.types.Context) -> None:
         wm = window_manager(context)
@@ -110,24 +140,50 @@ class DHIK_OT_bake(bpy.types.Operator):
             wm.event_timer_remove(self._timer)
             self._timer = None
         wm.progress_end()
+        _status(context, None)
 
     def modal(self, context: bpy.types.Context, event: bpy.types.Event) -> OperatorResult:
-        worker = self._worker
-        assert worker is not None
+        session = self._session
+        assert session is not None
         if event.type == "ESC":
-            worker.cancel()
+            stage, done = session.stage, session.frames_done
+            session.cancel()
             self._stop(context)
-            self.report({"WARNING"}, f"Bake cancelled at frame {worker.done}/{worker.total}; "
-                        "nothing was changed")
+            where = (f"while reading the targets (frame {done}/{session.total})"
+                     if stage == "prepare" else f"at frame {done}/{session.total}"
+                     if stage == "solve" else "after the solve")
+            self.report({"WARNING"}, f"Bake cancelled {where}; nothing was changed")
             return {"CANCELLED"}
         if event.type != "TIMER":
-            return {"PASS_THROUGH"}
-        window_manager(context).progress_update(worker.done)
-        if not worker.finished():
+            # the user may work while the worker solves; reading the targets steps the
+            # scene's frames, so input waits until that is done
+            return {"PASS_THROUGH"} if session.stage == "solve" else {"RUNNING_MODAL"}
+        try:
+            if session.stage == "write":  # (read before the keys change the pose)
+                assert session.job is not None
+                self._posed = _posed(session.job)
+            written = session.step(context)
+        except DhikError as err:
+            self._stop(context)
+            self.report({"ERROR"}, str(err))
+            return {"CANCELLED"}
+        except Exception as err:  # the solve's own failure: one line, nothing written
+            self._stop(context)
+            self.report({"ERROR"}, f"DHIK: bake failed: {type(err).__name__}: {err}")
+            return {"CANCELLED"}
+        window_manager(context).progress_update(PROGRESS_UNITS * session.fraction())
+        _status(context, session.status())
+        if not written:
+            self._set_timer(context, READ_STEP if session.stage == "prepare" else TIMER_STEP)
             return {"RUNNING_MODAL"}
         self._stop(context)
-        if worker.error is not None:
-            self.report({"ERROR"}, str(worker.error))
-            return {"CANCELLED"}
-        assert worker.result is not None
-        return self._finish(context, worker.job, worker.result)
+        assert session.job is not None and session.result is not None
+        return self._report(context, session.job, session.result, self._posed)
+
+
+def _posed(job: BakeJob) -> list[str]:
+    """Fixed-joint bones on the chains that are posed or animated (a Current Action bake
+    keeps them, but the solve took them at rest)."""
+    if job.bake_action != "CURRENT":  # a new action starts every bone at rest
+        return []
+    return posed_fixed_bones(job.armature, job.skeleton.defn, [t.name for t in job.tracks])

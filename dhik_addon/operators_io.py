@@ -23,6 +23,7 @@ from ..core.app.formats import (
 from ..core.app.jsonio import load_json
 from ..core.app.urdf import load_urdf
 from ..core.errors import DhikError
+from . import bone_refs
 from .access import armature_data, scene_of
 from .animation import read_animation
 from .armature_build import create_armature
@@ -34,13 +35,8 @@ from .safety import (
     object_unavailable,
     require_kind,
 )
-from .targets import (
-    bone_to_joint,
-    create_target_empty,
-    target_bone,
-    target_key_frames,
-    world_keyframes,
-)
+from .targets import bone_to_joint, create_target_empty, target_bone
+from .targets_export import export_targets
 
 if TYPE_CHECKING:
     from .access import OperatorResult
@@ -196,8 +192,9 @@ class DHIK_OT_import_targets(bpy.types.Operator, _JsonImport):
         name = f"{_scene_name(self.filepath, 'targets')}_target"
         objects = {o.as_pointer() for o in bpy.data.objects}
         actions = {a.as_pointer() for a in bpy.data.actions}
+        armature = settings(context).armature
         try:
-            ob = create_target_empty(context, keyframes, name, to_joint)
+            ob = create_target_empty(context, keyframes, name, to_joint, armature)
         except Exception:  # nothing half-made stays behind
             for a in [a for a in bpy.data.actions if a.as_pointer() not in actions]:
                 bpy.data.actions.remove(a)
@@ -212,7 +209,8 @@ class DHIK_OT_import_targets(bpy.types.Operator, _JsonImport):
         if to_joint is None:
             self.report({"WARNING"}, "No armature or effector chosen: the empty shows the "
                         "file's joint frames, not the effector bone's orientation")
-        self.report({"INFO"}, f"Imported {len(keyframes)} keyframes as {ob.name!r}")
+        space = f" in armature {armature.name!r}'s space" if armature is not None else ""
+        self.report({"INFO"}, f"Imported {len(keyframes)} keyframes as {ob.name!r}{space}")
         return {"FINISHED"}
 
 
@@ -239,22 +237,46 @@ class DHIK_OT_export_targets(bpy.types.Operator, _JsonExport):
     def execute(self, context: bpy.types.Context) -> OperatorResult:
         ob = active_target(context)
         assert ob is not None  # poll()
+        armature = settings(context).armature
         try:
+            frames = None
             if self.every_frame:
                 start, end = settings(context).frame_range(scene_of(context))
                 frames = list(range(start, end + 1))
-            else:
-                frames = target_key_frames(ob)
-            if not frames:
-                raise DhikError.at(f"object {ob.name!r}", "", "has no keyframes; "
-                                   "key it or export every frame")
-            to_joint = bone_to_joint(context, target_bone(context, ob))
-            save_targets(world_keyframes(context, ob, frames, to_joint), self.filepath)
+            effector, bone = _exported_target(context, ob)
+            to_joint = bone_to_joint(context, effector)
+            out = export_targets(context, ob, bone, armature, to_joint, frames)
+            save_targets(out.keyframes, self.filepath)
         except DhikError as err:
             self.report({"ERROR"}, str(err))
             return {"CANCELLED"}
-        self.report({"INFO"}, f"Wrote {len(frames)} keyframes to {self.filepath}")
+        what = f"{ob.name!r}" + (f" bone {bone!r}" if bone else "")
+        space = f"armature {armature.name!r}'s space" if armature is not None else "world space"
+        self.report({"INFO"}, f"Wrote {len(out.keyframes)} keyframes of {what} to "
+                    f"{self.filepath} ({space})")
+        if out.added:
+            self.report({"INFO"}, f"{out.added} of them are frames between the target's "
+                        f"{out.keys} keys: dhik bake interpolates targets.json linearly in "
+                        "its joint frame, and there the target moves otherwise (Bezier or "
+                        "other non-linear keys, or channels in another frame)")
         return {"FINISHED"}
+
+
+def _exported_target(context: bpy.types.Context, ob: bpy.types.Object) -> tuple[str, str]:
+    """``(effector bone, target bone)`` for exporting target object ``ob``: the main
+    row's when ``ob`` is the panel's target, else those of the extra row whose target
+    it is, else the main effector and no bone. Renamed bones are followed."""
+    s = settings(context)
+    if ob is not s.target:
+        for row in s.effectors:
+            if row.target is ob:
+                bone = bone_refs.current(ob, row.target_bone, row.target_bone_tag) \
+                    if ob.type == "ARMATURE" else ""
+                return bone_refs.current(s.armature, row.bone, row.bone_tag), bone
+        return target_bone(context, None), ""
+    bone = bone_refs.current(ob, s.target_bone, s.target_bone_tag) \
+        if ob.type == "ARMATURE" else ""
+    return target_bone(context, None), bone
 
 
 class DHIK_OT_export_animation(bpy.types.Operator, _JsonExport):

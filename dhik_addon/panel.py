@@ -11,6 +11,16 @@ from .access import layout_of, scene_of
 from .props import METHOD_LABELS, DHIK_PG_effector, settings
 
 
+def _bone_pickers(layout: bpy.types.UILayout, group: Any, pointer: str, bone: str,
+                  text: str = "Bone") -> None:
+    """``group.<pointer>`` (an object), and when it is an armature the bone picker of
+    ``group.<bone>`` over its bones, as the IK constraint's Target + Bone."""
+    layout.prop(group, pointer)
+    ob = getattr(group, pointer)
+    if ob is not None and ob.type == "ARMATURE":
+        layout.prop_search(group, bone, ob.data, "bones", text=text, icon="BONE_DATA")
+
+
 class DHIK_PT_panel(bpy.types.Panel):
     """Import, bake settings, bake, result and export."""
 
@@ -26,6 +36,7 @@ class DHIK_PT_panel(bpy.types.Panel):
         col = layout.column(align=True)
         col.operator("dhik.import_skeleton", text="Import Skeleton", icon="ARMATURE_DATA")
         col.operator("dhik.import_targets", text="Import Targets", icon="EMPTY_ARROWS")
+        col.operator("dhik.import_animation", text="Import Animation", icon="ACTION")
 
         col = layout.column()
         col.prop(s, "armature")
@@ -33,7 +44,7 @@ class DHIK_PT_panel(bpy.types.Panel):
             col.prop_search(s, "effector", s.armature.data, "bones")
         else:
             col.prop(s, "effector")
-        col.prop(s, "target")
+        _bone_pickers(col, s, "target", "target_bone")
         row = col.row(align=True)
         row.prop(s, "position_weight", text="Position")
         row.prop(s, "orientation_weight", text="Orientation")
@@ -42,7 +53,7 @@ class DHIK_PT_panel(bpy.types.Panel):
         if s.method == "spec" and (s.position_weight, s.orientation_weight) != (1, 1):
             col.label(text="Weights other than 1 need the Robust method", icon="ERROR")
         col.prop(s, "chain_length")
-        col.prop(s, "pole_target")
+        _bone_pickers(col, s, "pole_target", "pole_bone")
         if s.pole_target is not None:
             col.prop(s, "pole_angle")
         col.row().prop(s, "method", expand=True)
@@ -116,6 +127,10 @@ class DHIK_UL_effectors(bpy.types.UIList):
         else:
             row.prop(item, "bone", text="", icon="BONE_DATA")
         row.prop(item, "target", text="")
+        target = item.target
+        if target is not None and target.type == "ARMATURE":
+            row.prop_search(item, "target_bone", target.data, "bones", text="",
+                            icon="BONE_DATA")
         if item.orientation_weight == 0.0:
             row.label(text="", icon="ORIENTATION_GLOBAL")  # position only
 
@@ -141,11 +156,11 @@ class DHIK_PT_effectors(_SubPanel):
                 col.prop_search(item, "bone", s.armature.data, "bones")
             else:
                 col.prop(item, "bone")
-            col.prop(item, "target")
+            _bone_pickers(col, item, "target", "target_bone")
             col.prop(item, "position_weight")
             col.prop(item, "orientation_weight")
             col.prop(item, "chain_length")
-            col.prop(item, "pole_target")
+            _bone_pickers(col, item, "pole_target", "pole_bone")
             if item.pole_target is not None:
                 col.prop(item, "pole_angle")
             if item.orientation_weight == 0.0:
@@ -180,6 +195,7 @@ def menu_import(self: bpy.types.Menu, _context: bpy.types.Context) -> None:
     layout = layout_of(self)
     layout.operator("dhik.import_skeleton", text="DHIK Skeleton (.json)")
     layout.operator("dhik.import_targets", text="DHIK Targets (.json)")
+    layout.operator("dhik.import_animation", text="DHIK Animation (.json)")
     layout.operator("dhik.import_urdf", text="URDF Robot (.urdf)")
 
 

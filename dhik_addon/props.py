@@ -3,6 +3,10 @@
 Besides the main effector and target, ``scene.dhik.effectors`` holds extra effector rows
 (bone, target object, position / orientation weights) that the bake solves together with
 the main one (weights other than 1 need the robust method).
+
+A target or pole may be an object or a bone of an armature (``target`` + ``target_bone``,
+``pole_target`` + ``pole_bone``, as the IK constraint's Target + Bone). Every bone name
+keeps a hidden ``<name>_tag`` beside it, so it follows renames (bone_refs).
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from bpy.props import (
 )
 
 from ..core.solver.settings import SolverSettings
+from . import bone_refs
 from .access import scene_of
 
 _D = SolverSettings()
@@ -57,13 +62,33 @@ def _is_armature(_self: DHIK_PG_settings, ob: bpy.types.Object) -> bool:
     return ob.type == "ARMATURE"
 
 
-def _not_armature(self: DHIK_PG_settings, ob: bpy.types.Object) -> bool:
-    return ob is not self.armature
+def _row_armature(row: DHIK_PG_effector) -> bpy.types.Object | None:
+    """The armature of the scene whose extra row ``row`` is (its effector's armature)."""
+    scene = row.id_data
+    return scene_settings(scene).armature if isinstance(scene, bpy.types.Scene) else None
 
 
-def _not_the_armature(self: DHIK_PG_effector, ob: bpy.types.Object) -> bool:
-    scene = self.id_data
-    return not isinstance(scene, bpy.types.Scene) or ob is not scene_settings(scene).armature
+# Update callbacks: each bone name stores the tag of the bone it names (bone_refs).
+def _armature_changed(self: DHIK_PG_settings, _context: bpy.types.Context) -> None:
+    bone_refs.remember(self, "effector", self.armature)
+    for row in self.effectors:
+        bone_refs.remember(row, "bone", self.armature)
+
+
+def _effector_changed(self: DHIK_PG_settings, _context: bpy.types.Context) -> None:
+    bone_refs.remember(self, "effector", self.armature)
+
+
+def _target_changed(self: Any, _context: bpy.types.Context) -> None:
+    bone_refs.remember(self, "target_bone", self.target)
+
+
+def _pole_changed(self: Any, _context: bpy.types.Context) -> None:
+    bone_refs.remember(self, "pole_bone", self.pole_target)
+
+
+def _row_bone_changed(self: DHIK_PG_effector, _context: bpy.types.Context) -> None:
+    bone_refs.remember(self, "bone", _row_armature(self))
 
 
 # chain length and pole, for the main effector and each extra row alike
@@ -74,10 +99,29 @@ CHAIN_LENGTH: dict[str, Any] = dict(
     "carry the chain",
 )
 POLE_TARGET: dict[str, Any] = dict(
-    name="Pole Target", type=bpy.types.Object,
-    description="Object the chain bends toward (like the pole of Blender's IK constraint); "
-    "needs a chain of 2 bones or more and the Robust method",
+    name="Pole Target", type=bpy.types.Object, update=_pole_changed,
+    description="Object (or an armature, with a bone below) the chain bends toward, like "
+    "the pole of Blender's IK constraint; needs a chain of 2 bones or more and the Robust "
+    "method",
 )
+POLE_BONE: dict[str, Any] = dict(
+    name="Bone", update=_pole_changed,
+    description="Bone of the pole armature whose head the chain bends toward (empty: the "
+    "armature object's origin)",
+)
+TARGET: dict[str, Any] = dict(
+    name="Target", type=bpy.types.Object, update=_target_changed,
+    description="Object whose world position and rotation the effector follows; an "
+    "armature with a bone below: that bone's head and orientation, as the IK constraint's "
+    "Target + Bone",
+)
+TARGET_BONE: dict[str, Any] = dict(
+    name="Bone", update=_target_changed,
+    description="Bone of the target armature (a mocap or control bone) whose head and "
+    "orientation the effector follows, every frame as Blender evaluates it (empty: the "
+    "armature object itself)",
+)
+TAG: dict[str, Any] = dict(default="", options={"HIDDEN"})  # bone_refs: the bone's tag
 POLE_ANGLE: dict[str, Any] = dict(
     name="Pole Angle", default=0.0, subtype="ANGLE", unit="ROTATION",
     soft_min=-math.pi, soft_max=math.pi,
@@ -94,18 +138,24 @@ class DHIK_PG_effector(bpy.types.PropertyGroup):
 
     if TYPE_CHECKING:
         bone: str
+        bone_tag: str
         target: bpy.types.Object | None
+        target_bone: str
+        target_bone_tag: str
         position_weight: float
         orientation_weight: float
         chain_length: int
         pole_target: bpy.types.Object | None
+        pole_bone: str
+        pole_bone_tag: str
         pole_angle: float
     else:
-        bone: StringProperty(name="Effector", description="Bone whose joint follows the target")
-        target: PointerProperty(
-            name="Target", type=bpy.types.Object, poll=_not_the_armature,
-            description="Object whose world position and rotation this effector follows",
-        )
+        bone: StringProperty(name="Effector", description="Bone whose joint follows the target",
+                             update=_row_bone_changed)
+        bone_tag: StringProperty(**TAG)
+        target: PointerProperty(**TARGET)
+        target_bone: StringProperty(**TARGET_BONE)
+        target_bone_tag: StringProperty(**TAG)
         position_weight: FloatProperty(
             name="Position Weight", default=1.0, min=0.0, soft_max=10.0,
             description="Weight of the position error (0: ignore the position)",
@@ -115,7 +165,9 @@ class DHIK_PG_effector(bpy.types.PropertyGroup):
             description="Weight of the orientation error (0: position only)",
         )
         chain_length: IntProperty(**CHAIN_LENGTH)
-        pole_target: PointerProperty(poll=_not_the_armature, **POLE_TARGET)
+        pole_target: PointerProperty(**POLE_TARGET)
+        pole_bone: StringProperty(**POLE_BONE)
+        pole_bone_tag: StringProperty(**TAG)
         pole_angle: FloatProperty(**POLE_ANGLE)
 
 
@@ -128,11 +180,16 @@ class DHIK_PG_settings(bpy.types.PropertyGroup):
         # real list by tests/addon/test_ui.py::test_typed_settings_match_the_properties.
         armature: bpy.types.Object | None
         effector: str
+        effector_tag: str
         target: bpy.types.Object | None
+        target_bone: str
+        target_bone_tag: str
         position_weight: float
         orientation_weight: float
         chain_length: int
         pole_target: bpy.types.Object | None
+        pole_bone: str
+        pole_bone_tag: str
         pole_angle: float
         method: str
         cold_start: bool
@@ -167,16 +224,16 @@ class DHIK_PG_settings(bpy.types.PropertyGroup):
     else:
         armature: PointerProperty(
             name="Armature", type=bpy.types.Object, poll=_is_armature,
-            description="Armature to bake (one bone per joint)",
+            update=_armature_changed, description="Armature to bake (one bone per joint)",
         )
         effector: StringProperty(
-            name="Effector",
+            name="Effector", update=_effector_changed,
             description="Bone whose joint follows the target (empty: the single leaf)",
         )
-        target: PointerProperty(
-            name="Target", type=bpy.types.Object, poll=_not_armature,
-            description="Object whose world position and rotation the effector follows",
-        )
+        effector_tag: StringProperty(**TAG)
+        target: PointerProperty(**TARGET)
+        target_bone: StringProperty(**TARGET_BONE)
+        target_bone_tag: StringProperty(**TAG)
         position_weight: FloatProperty(
             name="Position Weight", default=1.0, min=0.0, soft_max=10.0,
             description="Weight of the effector's position error (0: ignore the position; "
@@ -188,7 +245,9 @@ class DHIK_PG_settings(bpy.types.PropertyGroup):
             "Blender's IK constraint without Rotation; other than 1 needs the Robust method)",
         )
         chain_length: IntProperty(**CHAIN_LENGTH)
-        pole_target: PointerProperty(poll=_not_armature, **POLE_TARGET)
+        pole_target: PointerProperty(**POLE_TARGET)
+        pole_bone: StringProperty(**POLE_BONE)
+        pole_bone_tag: StringProperty(**TAG)
         pole_angle: FloatProperty(**POLE_ANGLE)
         method: EnumProperty(
             name="Method", items=METHOD_ITEMS, default="robust",

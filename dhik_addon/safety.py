@@ -193,7 +193,7 @@ def check_applied_scale(ob: bpy.types.Object, defn: SkeletonDef) -> None:
 MAXFRAME = 1_048_574  # Blender's last frame (MAXFRAME in DNA_scene_types.h)
 FLT_MAX = 3.4028234e38  # Blender keeps locations, rotations and keys as float32
 KIND_ADVICE = {"skeleton": "use Import Skeleton", "targets": "use Import Targets",
-               "animation": "animation.json is what a bake writes; it is not imported"}
+               "animation": "use Import Animation"}
 
 
 def require_kind(data: Any, source: str, kind: str) -> None:

@@ -12,6 +12,15 @@ rest frame, :class:`~.joint_map.JointMap`), ``R_joint = R_bone @ N``. Import Tar
 therefore keys an empty ``<name>_keys`` with the file's values (the spec's interpolation
 stays exact) and parents the target ``<name>`` to it, turned by the constant ``N^T``;
 Export Targets multiplies the target's world rotation by ``N`` again.
+
+Space. targets.json is in the skeleton's frame, which is the armature's space (what
+Export Skeleton writes, and what a bake solves in): Import Targets parents the keyed
+empty to the panel's armature, and Export Targets writes the target's pose in the
+armature's space (targets_export).
+
+Bone targets. A target or pole may be a bone of an armature: its pose is
+``armature.matrix_world @ pose_bone.matrix`` as Blender evaluates it (the bone's head,
+Y along the bone), what Blender's IK constraint reads from Target + Bone.
 """
 
 from __future__ import annotations
@@ -21,20 +30,27 @@ from collections.abc import Callable, Sequence
 
 import bpy
 import numpy as np
-from mathutils import Euler, Matrix
+from mathutils import Euler, Matrix, Quaternion
 
 from ..core.errors import DhikError
 from ..core.model.definition import Keyframe
-from ..core.rotations import euler_xyz_to_matrix, matrix_to_quat, matrix_to_rotvec, quat_to_matrix
-from . import keying
+from ..core.rotations import (
+    euler_xyz_to_matrix,
+    matrix_to_quat,
+    matrix_to_rotvec,
+    quat_normalize,
+    quat_to_matrix,
+)
+from . import bone_refs, keying
 from .access import armature_data, collection_of, scene_of
 from .armature_read import joint_maps, read_skeleton
 from .frames import frame_loop
 from .joint_map import JointMap
+from .key_curves import matrices_to_euler
 from .props import settings
 
 POS_DECIMALS = 7  # 0.1 micrometre: below float32 resolution of the keyed values
-EULER_DECIMALS = 5  # degrees
+EULER_DECIMALS = 5  # degrees, for the angles of a target's own keys
 SAME_ROTATION = 2e-6  # rad: keyed angles this close to the world pose are the pose (float32)
 CARRIER_SUFFIX = "_keys"  # the keyed parent of an imported target shown as a bone
 
@@ -50,9 +66,9 @@ def target_bone(context: bpy.types.Context, target: bpy.types.Object | None) -> 
     s = settings(context)
     for row in s.effectors:
         if target is not None and row.target is target and row.bone:
-            return str(row.bone)
+            return bone_refs.current(s.armature, row.bone, row.bone_tag)
     if s.effector or s.armature is None:
-        return str(s.effector)
+        return bone_refs.current(s.armature, s.effector, s.effector_tag)
     leaves = [b.name for b in armature_data(s.armature).bones if not b.children]
     return leaves[0] if len(leaves) == 1 else ""
 
@@ -85,16 +101,19 @@ def joint_frame_track(
 
 def create_target_empty(
     context: bpy.types.Context, keyframes: Sequence[Keyframe], name: str,
-    to_joint: np.ndarray | None = None,
+    to_joint: np.ndarray | None = None, parent: bpy.types.Object | None = None,
 ) -> bpy.types.Object:
     """New 'ARROWS' empty in the active collection, keyed at every keyframe (LINEAR).
 
     With ``to_joint`` (``N``, 3x3, not the identity) the keys go to a plain-axes empty
     ``<name>_keys`` and the returned target is its child turned by ``N^T``: its world
-    rotation is the bone's orientation for the file's joint frames.
+    rotation is the bone's orientation for the file's joint frames. With ``parent`` (the
+    armature) the keyed empty is its child (no parent inverse): the file's frame is the
+    armature's space, as the skeleton's is, so the targets move with the armature.
     """
     if to_joint is not None and float(np.abs(to_joint - np.eye(3)).max()) > SAME_ROTATION:
-        carrier = create_target_empty(context, keyframes, name + CARRIER_SUFFIX)
+        carrier = create_target_empty(context, keyframes, name + CARRIER_SUFFIX,
+                                      parent=parent)
         carrier.empty_display_type = "PLAIN_AXES"
         ob = bpy.data.objects.new(name, None)
         ob.empty_display_type = "ARROWS"
@@ -106,6 +125,7 @@ def create_target_empty(
     ob = bpy.data.objects.new(name, None)
     ob.empty_display_type = "ARROWS"
     ob.rotation_mode = "XYZ"
+    ob.parent = parent
     first = keyframes[0]
     ob.location = first.pos
     ob.rotation_euler = [math.radians(a) for a in first.euler]
@@ -141,18 +161,30 @@ def _keyed_angles(ev: bpy.types.Object) -> Euler | None:
     return None
 
 
+def _decimal(value: float, decimals: int) -> float:
+    """``value`` (a float32 number from Blender) rounded to ``decimals`` when that is the
+    same float32 (so a file's numbers come back as written), else to 10 decimals."""
+    short = round(value, decimals)
+    return short if np.float32(short) == np.float32(value) else round(value, 10)
+
+
 def world_keyframes(
     context: bpy.types.Context, ob: bpy.types.Object, frames: Sequence[int],
-    to_joint: np.ndarray | None = None,
+    to_joint: np.ndarray | None = None, bone: str = "",
+    armature: bpy.types.Object | None = None,
 ) -> list[Keyframe]:
-    """``ob``'s evaluated world pose at each frame as keyframes (m, degrees XYZ).
+    """``ob``'s evaluated pose at each frame as keyframes (m, degrees XYZ): its world
+    pose, or with ``armature`` its pose in that armature's space (as a bake reads it:
+    ``armature.matrix_world^-1 @ pose``, scale removed, the same float64 rotation). With
+    ``bone``: that bone of armature ``ob`` (:func:`world_pose`).
 
-    With ``to_joint`` (``N``, 3x3) the rotation written is ``R_world @ N``: the joint
-    frame of a target that shows its bone's orientation. Each Euler triple is the one
-    nearest to the keyed XYZ angles at that frame (the object's own channels, or its
-    ``_keys`` parent's), and exactly those angles rounded when they give the same rotation
-    within float32 noise (so an imported target gives back the file's angles, beyond
-    +-180 degrees included); otherwise nearest to the previous frame's angles.
+    With ``to_joint`` (``N``, 3x3) the rotation written is ``R @ N``: the joint
+    frame of a target that shows its bone's orientation. Each Euler triple (float64) is
+    the one nearest to the keyed XYZ angles at that frame (the object's own channels, or
+    its ``_keys`` parent's), and exactly those angles rounded when they give the same
+    rotation within float32 noise (so an imported target gives back the file's angles,
+    beyond +-180 degrees included); otherwise nearest to the previous frame's angles.
+    Positions keep their decimals when those are the float32 Blender holds.
     The scene's current frame is restored.
     """
     bad = [f for f in frames if f < 0]
@@ -161,80 +193,138 @@ def world_keyframes(
                            "targets.json frames start at 0")
     scene, depsgraph = scene_of(context), context.evaluated_depsgraph_get()
     current = scene.frame_current
-    previous = Euler()
+    previous = np.zeros(3)
     out: list[Keyframe] = []
     with frame_loop(scene):
         try:
             for f in frames:
                 scene.frame_set(f)
                 ev = ob.evaluated_get(depsgraph)
-                loc, rot, _scale = ev.matrix_world.decompose()
-                r = orthonormal(np.array(rot.to_matrix(), dtype=float))
-                if to_joint is not None:
-                    r = r @ to_joint
-                keyed = _keyed_angles(ev)
-                near = keyed if keyed is not None else previous
-                previous = Matrix(r.tolist()).to_euler("XYZ", near)
-                angles = np.asarray(previous, dtype=float)
+                m = world_pose(depsgraph, ob, bone)
+                if armature is not None:
+                    m = armature.evaluated_get(depsgraph).matrix_world.inverted_safe() @ m
+                pose = _rigid(m)
+                r = pose[:3, :3] if to_joint is None else pose[:3, :3] @ to_joint
+                keyed = None if bone else _keyed_angles(ev)
+                near = previous if keyed is None else np.asarray(keyed, dtype=float)
+                angles = matrices_to_euler(r[None], "XYZ", near)[0]
+                exact = False
                 if keyed is not None:
                     rounded = np.round(np.degrees(np.asarray(keyed, dtype=float)), EULER_DECIMALS)
                     gap = matrix_to_rotvec(euler_xyz_to_matrix(np.radians(rounded)) @ r.T)
                     if float(np.linalg.norm(gap)) <= SAME_ROTATION:
-                        angles = np.radians(rounded)
-                        previous = Euler(angles.tolist(), "XYZ")
-                x, y, z = (round(float(v), POS_DECIMALS) for v in np.asarray(loc, dtype=float))
-                ax, ay, az = (round(math.degrees(float(a)), EULER_DECIMALS) for a in angles)
+                        angles, exact = np.radians(rounded), True
+                previous = angles
+                x, y, z = (_decimal(float(v), POS_DECIMALS) for v in pose[:3, 3])
+                degrees = np.degrees(angles) if not exact else rounded
+                ax, ay, az = (round(float(a), EULER_DECIMALS if exact else 10) for a in degrees)
                 out.append(Keyframe(int(f), (x, y, z), (ax, ay, az)))
         finally:
             scene.frame_set(current)
     return out
 
 
+def rotation_of(q: Quaternion) -> np.ndarray:
+    """The 3x3 rotation (float64, orthonormal) of Blender quaternion ``q`` (float32)."""
+    return quat_to_matrix(quat_normalize(np.array(q, dtype=float)))
+
+
 def _rigid(m: Matrix) -> np.ndarray:
-    """4x4 numpy rotation + translation of ``m`` (scale removed)."""
+    """4x4 numpy rotation + translation of ``m`` (scale removed; the rotation made
+    orthonormal in float64, as Export Targets writes it)."""
     loc, rot, _scale = m.decompose()
     out = np.eye(4)
-    out[:3, :3] = np.array(rot.to_matrix(), dtype=float)
+    out[:3, :3] = rotation_of(rot)
     out[:3, 3] = np.array(loc, dtype=float)
     return out
 
 
+def world_pose(depsgraph: bpy.types.Depsgraph, ob: bpy.types.Object, bone: str = "") -> Matrix:
+    """The evaluated world matrix of ``ob``, or with ``bone`` of that pose bone of
+    armature ``ob``: ``matrix_world @ pose_bone.matrix``, the bone's head and orientation
+    (Y along the bone), which is what Blender's IK constraint takes from Target + Bone.
+    DhikError when the armature has no such bone."""
+    ev = ob.evaluated_get(depsgraph)
+    if not bone:
+        return ev.matrix_world
+    pb = ev.pose.bones.get(bone) if ev.pose is not None else None
+    if pb is None:
+        raise DhikError.at(f"armature {ob.name!r}", f"bones[{bone!r}]", "no such bone")
+    return ev.matrix_world @ pb.matrix
+
+
 def armature_space_poses(
     depsgraph: bpy.types.Depsgraph, targets: Sequence[bpy.types.Object],
-    armature: bpy.types.Object,
+    armature: bpy.types.Object, bones: Sequence[str] | None = None,
 ) -> list[np.ndarray]:
-    """Per target, its evaluated world pose in the armature's space now (4x4, metres,
-    scale removed; see :func:`armature_space_tracks`)."""
+    """Per target (with ``bones``: per target and bone name, "" for the object itself),
+    its evaluated world pose in the armature's space now (4x4, metres, scale removed;
+    see :class:`TrackReader`)."""
     inverse = armature.evaluated_get(depsgraph).matrix_world.inverted_safe()
-    return [_rigid(inverse @ t.evaluated_get(depsgraph).matrix_world) for t in targets]
+    names = [""] * len(targets) if bones is None else list(bones)
+    return [_rigid(inverse @ world_pose(depsgraph, t, b))
+            for t, b in zip(targets, names, strict=True)]
+
+
+class TrackReader:
+    """Per target, ``(frame, 4x4)``: its world pose in the armature's space at each of
+    ``frames``, read a chunk of frames at a time (:meth:`read`), so an interactive bake
+    can show its progress and stop in between.
+
+    ``bones`` names a bone per target ("" for the object: see :func:`world_pose`).
+    ``each_frame(f)`` runs at every frame, after the scene is set to it (to read other
+    evaluated data in the same pass). Position is ``armature.matrix_world^-1 @ p``
+    (metres of armature space, so an object scale scales the target distance); rotation
+    is the target's rotation relative to the armature object's (scale removed). The
+    scene's current frame is restored after every chunk.
+    """
+
+    def __init__(self, context: bpy.types.Context, targets: Sequence[bpy.types.Object],
+                 armature: bpy.types.Object, frames: Sequence[int],
+                 each_frame: Callable[[int], None] | None = None,
+                 bones: Sequence[str] | None = None) -> None:  # fmt: skip
+        self.scene = scene_of(context)
+        self.depsgraph = context.evaluated_depsgraph_get()
+        self.targets, self.armature = list(targets), armature
+        self.bones = [""] * len(self.targets) if bones is None else list(bones)
+        self.frames = [int(f) for f in frames]
+        self.each_frame = each_frame
+        self.tracks: list[list[tuple[int, np.ndarray]]] = [[] for _ in self.targets]
+        self.done = 0
+
+    @property
+    def total(self) -> int:
+        return len(self.frames)
+
+    @property
+    def finished(self) -> bool:
+        return self.done >= len(self.frames)
+
+    def read(self, count: int) -> None:
+        """Read the next ``count`` frames (fewer at the end)."""
+        scene = self.scene
+        current = scene.frame_current
+        with frame_loop(scene):
+            try:
+                for f in self.frames[self.done:self.done + max(count, 1)]:
+                    scene.frame_set(f)
+                    poses = armature_space_poses(self.depsgraph, self.targets, self.armature,
+                                                 self.bones)
+                    for track, pose in zip(self.tracks, poses, strict=True):
+                        track.append((f, pose))
+                    if self.each_frame is not None:
+                        self.each_frame(f)
+                    self.done += 1
+            finally:
+                scene.frame_set(current)
 
 
 def armature_space_tracks(
     context: bpy.types.Context, targets: Sequence[bpy.types.Object], armature: bpy.types.Object,
     frames: Sequence[int], each_frame: Callable[[int], None] | None = None,
+    bones: Sequence[str] | None = None,
 ) -> list[list[tuple[int, np.ndarray]]]:
-    """Per target, ``(frame, 4x4)``: its world pose in the armature's space at each frame.
-
-    ``each_frame(f)`` runs at every frame of the pass, after the scene is set to it (to
-    read other evaluated data in the same pass).
-
-    Position is ``armature.matrix_world^-1 @ p`` (metres of armature space, so an
-    object scale scales the target distance); rotation is the target's rotation
-    relative to the armature object's (scale removed). All targets are read in one pass
-    over the frames; the current frame is restored.
-    """
-    scene, depsgraph = scene_of(context), context.evaluated_depsgraph_get()
-    current = scene.frame_current
-    out: list[list[tuple[int, np.ndarray]]] = [[] for _ in targets]
-    with frame_loop(scene):
-        try:
-            for f in frames:
-                scene.frame_set(f)
-                poses = armature_space_poses(depsgraph, targets, armature)
-                for track, pose in zip(out, poses, strict=True):
-                    track.append((int(f), pose))
-                if each_frame is not None:
-                    each_frame(int(f))
-        finally:
-            scene.frame_set(current)
-    return out
+    """:class:`TrackReader`'s tracks, all frames in one pass."""
+    reader = TrackReader(context, targets, armature, frames, each_frame, bones)
+    reader.read(reader.total)
+    return reader.tracks

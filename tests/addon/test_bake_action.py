@@ -116,6 +116,17 @@ def channelbag(ob: bpy.types.Object):
     return anim_utils.action_get_channelbag_for_slot(ad.action, ad.action_slot)
 
 
+# The curves a bake adds besides the bones': the effector's per-frame errors
+# (test_bake_progress.py checks their values).
+ERROR_PROPS = {"dhik pos: Hand", "dhik rot: Hand"}
+ERROR_CURVES = {(f'["{p}"]', 0) for p in ERROR_PROPS}
+
+
+def bone_curves(ob: bpy.types.Object) -> list:
+    """The F-curves of pose bones in the armature's action."""
+    return [fc for fc in channelbag(ob).fcurves if fc.data_path.startswith("pose.bones")]
+
+
 def snapshot(cb) -> dict[tuple[str, int], list[tuple]]:
     """Every key of every F-curve: frame, value, interpolation, handles and their types."""
     out = {}
@@ -188,7 +199,7 @@ def test_current_bake_keeps_every_other_curve_and_key(body, core, tmp_path):
     added = set(after) - set(before)
     # Every channel the bake adds belongs to a solved bone, in that bone's rotation mode.
     assert added == {(f'pose.bones["{b}"].rotation_quaternion', i)
-                     for b in ("Wrist", "Hand") for i in range(4)}
+                     for b in ("Wrist", "Hand") for i in range(4)} | ERROR_CURVES
     kept_curves = [k for k in before if not solved_channel(k[0])]
     assert kept_curves  # spine and head curves
     for key in kept_curves:
@@ -234,7 +245,7 @@ def test_new_action_keeps_the_old_one(body, core):
     assert new != old and old.use_fake_user
     assert snapshot(anim_utils.action_get_channelbag_for_slot(old, old.slots[0])) == before
     paths = {fc.data_path.split('"')[1] for fc in channelbag(ob).fcurves}
-    assert paths == set(ARM)  # only the solved bones
+    assert paths == set(ARM) | ERROR_PROPS  # only the solved bones (and the errors)
     pose_matches_bake(core, ob, Path(bpy.context.scene.dhik.animation_path))
 
 
@@ -243,7 +254,8 @@ def test_bake_without_an_action_makes_one(body, core):
     assert ob.animation_data is None
     bake()
     assert ob.animation_data.action is not None
-    assert {fc.data_path.split('"')[1] for fc in channelbag(ob).fcurves} == set(ARM)
+    assert {fc.data_path.split('"')[1] for fc in channelbag(ob).fcurves} == set(ARM) | \
+        ERROR_PROPS
     pose_matches_bake(core, ob, Path(bpy.context.scene.dhik.animation_path))
 
 
@@ -343,7 +355,7 @@ def test_every_rotation_mode_evaluates_to_the_solved_pose(body, core, mode):
         ob.pose.bones[name].rotation_mode = mode
     bake()
     prop = "rotation_axis_angle" if mode == "AXIS_ANGLE" else "rotation_euler"
-    assert {fc.data_path for fc in channelbag(ob).fcurves} == {
+    assert {fc.data_path for fc in bone_curves(ob)} == {
         f'pose.bones["{n}"].{prop}' for n in ARM}
     pose_matches_bake(core, ob, Path(bpy.context.scene.dhik.animation_path))
 
@@ -357,7 +369,7 @@ def _joint_error(a: np.ndarray, b: np.ndarray) -> float:
 
 
 def _key_count(ob) -> int:
-    return sum(len(fc.keyframe_points) for fc in channelbag(ob).fcurves)
+    return sum(len(fc.keyframe_points) for fc in bone_curves(ob))
 
 
 def test_frame_step_keys_every_nth_and_the_last_frame(body):
@@ -365,7 +377,7 @@ def test_frame_step_keys_every_nth_and_the_last_frame(body):
     bpy.context.scene.dhik.frame_step = 7
     assert (END - START) % 7 != 0  # the last frame is not a multiple of the step
     bake()
-    for fc in channelbag(ob).fcurves:
+    for fc in bone_curves(ob):
         assert [k.co[0] for k in fc.keyframe_points] == [*range(START, END + 1, 7), END]
     assert bpy.context.scene.dhik.result_keys == _key_count(ob)
 
@@ -501,7 +513,7 @@ def test_interactive_path_honours_the_options(body, addon):
     s.frame_step, s.key_reduction = 2, 1e-3
     bake_job = addon.dhik_addon.bake_job
     job = bake_job.BakeJob.prepare(bpy.context)
-    worker = bake_job.BakeThread(job)
+    worker = addon.dhik_addon.bake_run.BakeThread(job)
     worker.start()
     while not worker.finished():
         time.sleep(0.01)

@@ -22,13 +22,14 @@ FRAMES = list(range(11))
 
 
 def _fcurves(ob: bpy.types.Object) -> dict[tuple[str, int], list[tuple[float, float]]]:
-    """Every F-curve of the armature's action (slotted or not): its keyframe points."""
+    """Every pose-bone F-curve of the armature's action (slotted or not): its keyframe
+    points (the bake's error curves left out)."""
     action = ob.animation_data.action
     curves = action.fcurves if hasattr(action, "fcurves") and action.fcurves else [
         fc for layer in action.layers for strip in layer.strips
         for bag in strip.channelbags for fc in bag.fcurves]
     return {(fc.data_path, fc.array_index): [tuple(k.co) for k in fc.keyframe_points]
-            for fc in curves}
+            for fc in curves if fc.data_path.startswith("pose.bones")}
 
 
 def _scene(tmp_path: Path, core: Any, shoulder: bool = True

@@ -81,7 +81,7 @@ def _errors(core: Any, ob: bpy.types.Object, effector: str,
 
 
 def _converged_frames() -> set[int]:
-    unconverged = {m.frame for m in bpy.context.scene.timeline_markers if m.name == MARKER}
+    unconverged = {m.frame for m in bpy.context.scene.timeline_markers if m.name.startswith(MARKER)}
     return set(FRAMES) - unconverged
 
 

@@ -254,7 +254,7 @@ def test_wrong_kind_of_file_is_named(mixed_files):
         bpy.ops.dhik.import_skeleton(filepath=str(tgt))
     anim = write_json(skel.parent / "animation.json", {"frames": []})
     with pytest.raises(RuntimeError, match="this is an animation file, not a targets file; "
-                       "animation.json is what a bake writes"):
+                       "use Import Animation"):
         bpy.ops.dhik.import_targets(filepath=str(anim))
     assert scene_state() == before
 
@@ -301,7 +301,7 @@ def test_cancelled_bake_changes_nothing(mixed_files, addon):
     before = scene_state()
     bake_job = addon.dhik_addon.bake_job
     job = bake_job.BakeJob.prepare(bpy.context)
-    worker = bake_job.BakeThread(job)
+    worker = addon.dhik_addon.bake_run.BakeThread(job)
     worker.start()
     worker.cancel()
     assert worker.finished() and worker.error is None

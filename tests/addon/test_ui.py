@@ -23,7 +23,7 @@ def test_panel_draws_settings_operators_and_result(addon, mixed_files, tmp_path)
     ui = addon.dhik_addon.panel
     calls = _draw(ui.DHIK_PT_panel)
     assert _operators(calls) == [
-        "dhik.import_skeleton", "dhik.import_targets", "dhik.bake",
+        "dhik.import_skeleton", "dhik.import_targets", "dhik.import_animation", "dhik.bake",
         "dhik.export_skeleton", "dhik.export_targets", "dhik.export_animation",
     ]
     assert not any(c[0].endswith("prop_search") for c in calls)  # no armature yet
@@ -120,8 +120,8 @@ def test_menu_entries(addon):
     ui.menu_import(SimpleNamespace(layout=layout), bpy.context)
     ui.menu_export(SimpleNamespace(layout=layout), bpy.context)
     assert _operators(layout.mock_calls) == [
-        "dhik.import_skeleton", "dhik.import_targets", "dhik.import_urdf",
-        "dhik.export_skeleton", "dhik.export_targets", "dhik.export_animation",
+        "dhik.import_skeleton", "dhik.import_targets", "dhik.import_animation",
+        "dhik.import_urdf", "dhik.export_skeleton", "dhik.export_targets", "dhik.export_animation",
     ]
     assert ui.menu_import in bpy.types.TOPBAR_MT_file_import._dyn_ui_initialize()
     assert ui.menu_export in bpy.types.TOPBAR_MT_file_export._dyn_ui_initialize()
@@ -149,12 +149,17 @@ def test_operator_polls(mixed_files):
 
 
 def test_armature_and_target_pickers_filter_objects(addon, mixed_files):
+    """The armature picker lists armatures only; a target may be any object, the baked
+    armature too (one of its control bones: test_bone_targets.py)."""
     bpy.ops.dhik.import_skeleton(filepath=str(mixed_files[0]))
     bpy.ops.dhik.import_targets(filepath=str(mixed_files[1]))
     props = addon.dhik_addon.props
     s = bpy.context.scene.dhik
     assert props._is_armature(s, s.armature) and not props._is_armature(s, s.target)
-    assert props._not_armature(s, s.target) and not props._not_armature(s, s.armature)
+    target = props.DHIK_PG_settings.bl_rna.properties["target"]
+    assert target.fixed_type.identifier == "Object"
+    s.target = s.armature
+    assert s.target is s.armature
 
 
 _RNA_KIND = {"bool": "BOOLEAN", "int": "INT", "float": "FLOAT", "str": ("STRING", "ENUM")}
