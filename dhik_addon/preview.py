@@ -8,8 +8,9 @@ solves:
 
 - **Plan.** Starting, and a moment after the last change of its inputs (a target,
   pole or driven bone moved or re-keyed, a setting changed), the range is read as a
-  bake reads it (its frames stepped once, on the main thread) and solved by the bake's
-  engine in a worker thread; the UI stays live. When the plan is ready, every frame of
+  bake reads it (:class:`~.bake_job.Preparation`: its frames stepped ``READ`` at a
+  time, one step per timer tick on the main thread) and solved by the bake's engine in
+  a worker thread; the UI stays live. When the plan is ready, every frame of
   the range shows the plan's pose for that frame, whether it is reached by playing,
   scrubbing back or jumping (the panel says "showing the bake's path").
 - **Single-frame solves.** While planning, on a frame outside the range, or where the
@@ -50,7 +51,7 @@ from ..core.app.bake import BakeResult
 from ..core.app.live import LiveSolver
 from ..core.errors import DhikError
 from .access import pose_of
-from .bake_job import BakeCancelled, BakeJob, BakeRig
+from .bake_job import BakeCancelled, BakeJob, BakeRig, Preparation
 from .bake_keys import REST, held_props, plan_keys, rotation_prop
 from .frames import PAUSED
 from .props import DHIK_PG_settings, on_live_preview, scene_settings
@@ -66,6 +67,7 @@ NOT_SOLVED = {"live_preview", "preview_saved", "preview_error", "animation_path"
               "frame_start", "frame_end", "effector_index", "cold_start", "has_result"}
 SETTLE = 0.25  # s without a change of the inputs before the range is planned again
 TICK = 0.05  # s between the planner's timer steps
+READ = 16  # frames of the range read per planner step (the rest waits for the next)
 
 PLANNED = "showing the bake's path"
 PLANNING = "planning the range: frames show single-frame solves"
@@ -98,6 +100,8 @@ class _Live:
     generation: int = 0  # counts changes of the inputs
     changed_at: float = 0.0  # perf_counter of the last change
     plan: _Plan | None = None
+    reading: Preparation | None = None  # the range being read for the next plan
+    reading_for: int = -1  # the generation it is read for
     status: str = PLANNING
     converged: bool = True  # whether the last single-frame solve converged
     inputs: list[np.ndarray] = field(default_factory=list)  # what the last update read
@@ -341,7 +345,7 @@ def _frame_inputs(live: _Live, depsgraph: bpy.types.Depsgraph) -> list[np.ndarra
     target (its joint frame's pose in armature space, 4x4, m), each pole's position (m),
     then the driven joints' values (as numbers)."""
     rig = live.rig
-    poses = armature_space_poses(depsgraph, rig.objects, rig.armature)
+    poses = armature_space_poses(depsgraph, rig.objects, rig.armature, rig.bones)
     tracks = rig.tracks([[(0, m)] for m in poses])
     out = [t.targets[0][1] for t in tracks]
     out += [np.array(t.pole[0][1], dtype=float) for t in tracks if t.pole is not None]
@@ -505,7 +509,8 @@ def _tick() -> float | None:
 
 
 def _step(scene: bpy.types.Scene) -> None:
-    """Start a plan once the inputs have settled, take a finished one, show it."""
+    """Read the range a few frames at a time once the inputs have settled, solve it in a
+    worker thread, take a finished plan and show it."""
     live = _LIVE.get(scene.name_full)
     if live is None or scene.name_full in PAUSED:
         return
@@ -518,19 +523,25 @@ def _step(scene: bpy.types.Scene) -> None:
         return  # still changing: plan when it rests
     if plan is not None and plan.thread is not None and plan.thread.is_alive():
         return  # the superseded plan is stopping
-    _begin(scene, live)
-
-
-def _begin(scene: bpy.types.Scene, live: _Live) -> None:
-    """Read the range as a bake reads it (frames stepped on this thread) and solve it in
-    a worker thread."""
-    s = scene_settings(scene)
     _BUSY.add(scene.name_full)
     try:
         with bpy.context.temp_override(scene=scene):
-            job = BakeJob.prepare(bpy.context)
+            if live.reading is None or live.reading_for != live.generation:
+                live.reading, live.reading_for = Preparation(bpy.context), live.generation
+            reading = live.reading
+            reading.read(READ)  # frames stepped on this thread, the current one restored
+            if not reading.finished:
+                return
+            job = reading.finish(bpy.context)
+            live.reading = None
     finally:
         _BUSY.discard(scene.name_full)
+    _begin(scene, live, job)
+    _guarded(scene, None, force=True)  # reading stepped the frames: pose the current one
+
+
+def _begin(scene: bpy.types.Scene, live: _Live, job: BakeJob) -> None:
+    """Solve the range ``job`` read in a worker thread."""
     plan = _Plan(live.generation, job, _job_inputs(job, live.rig))
 
     def run() -> None:
@@ -549,8 +560,6 @@ def _begin(scene: bpy.types.Scene, live: _Live) -> None:
     live.plan = plan
     live.status = PLANNING
     plan.thread.start()
-    del s
-    _guarded(scene, None, force=True)  # reading stepped the frames: pose the current one
 
 
 def _job_inputs(job: BakeJob, rig: BakeRig) -> dict[int, list[np.ndarray]]:

@@ -99,9 +99,6 @@ def test_the_frame_by_frame_solve_reports_every_frame(tmp_path, addon):
     assert seen == list(range(1, 241))
 
 
-@pytest.mark.xfail(strict=True, reason="the core's robust engine reports progress once per "
-                   "20,000-frame window; the lead's new engine reports during the solve "
-                   "(issue 18, point 6 contract): remove this mark when it is merged")
 def test_the_robust_solve_reports_progress_during_the_solve(tmp_path, addon):
     """The default (robust, flip-free) bake of 4,000 frames reports before its end."""
     _long_arm7(tmp_path, 4000)

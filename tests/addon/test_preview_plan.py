@@ -198,3 +198,46 @@ def test_a_floating_base_previews_what_bake_keys(addon) -> None:
     for f in shown:
         rot, pos = _gap(shown[f], baked[f])
         assert rot < 1e-4 and pos < 1e-5, (f, rot, pos)
+
+
+def test_a_bone_target_of_another_armature_previews_what_bake_keys(addon, core) -> None:
+    """The target is a keyed bone of a moved, turned control armature (Target + Bone):
+    the preview reads the bone, not the control armature's origin, in its plan and in
+    its single-frame solves."""
+    from mathutils import Euler, Matrix
+
+    ob, empty = _arm7(addon, core)
+    scene, s, pv = bpy.context.scene, bpy.context.scene.dhik, _preview(addon)
+    arm = bpy.data.armatures.new("controls")
+    controls = bpy.data.objects.new("controls", arm)
+    bpy.context.collection.objects.link(controls)
+    bpy.context.view_layer.objects.active = controls
+    bpy.ops.object.mode_set(mode="EDIT")
+    eb = arm.edit_bones.new("ctrl")
+    eb.head, eb.tail = (0.0, 0.0, 0.0), (0.0, 0.1, 0.0)
+    bpy.ops.object.mode_set(mode="OBJECT")
+    controls.matrix_world = Matrix.Translation((0.4, -0.3, 0.2)) @ Euler(
+        (0.3, -0.5, 1.2)).to_matrix().to_4x4()
+    pb = controls.pose.bones["ctrl"]
+    pb.rotation_mode = "QUATERNION"
+    for f in range(0, 41):  # the control bone keyed onto the sample's target
+        scene.frame_set(f)
+        pb.matrix = controls.matrix_world.inverted() @ empty.matrix_world
+        bpy.context.view_layer.update()
+        pb.keyframe_insert("location", frame=f)
+        pb.keyframe_insert("rotation_quaternion", frame=f)
+    s.target, s.target_bone = controls, "ctrl"
+    scene.frame_set(7)
+    s.live_preview = True
+    assert not s.preview_error, s.preview_error
+    ev = ob.evaluated_get(bpy.context.evaluated_depsgraph_get())
+    tool = np.array(ev.matrix_world @ ev.pose.bones["Tool"].head, dtype=float)
+    goal = np.array(controls.matrix_world @ controls.pose.bones["ctrl"].head, dtype=float)
+    assert np.linalg.norm(tool - goal) < 1e-4  # the single-frame solve aims at the bone
+    assert pv.settle(scene) and pv.status(scene) == pv.PLANNED
+    shown = _visit(ob, [7, 8, 30, 2])
+    s.live_preview = False
+    baked = _baked(ob, sorted(shown))
+    for f in shown:
+        rot, pos = _gap(shown[f], baked[f])
+        assert rot < 1e-4 and pos < 1e-5, (f, rot, pos)

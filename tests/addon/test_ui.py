@@ -103,12 +103,13 @@ def test_effector_rows_add_remove_and_draw(addon, mixed_files):
 
 
 def test_solver_subpanel_shows_spec_parameters(addon):
+    s = bpy.context.scene.dhik
+    s.method = "spec"  # damping and line search are the spec method's (test_solver_panel)
     calls = _draw(addon.dhik_addon.panel.DHIK_PT_solver)
     props = [c.args[1] for c in calls if c[0].endswith(".prop")]
     assert props == ["max_iterations", "position_tolerance", "orientation_tolerance",
                      "damping", "enable_line_search", "line_search_alpha",
                      "line_search_alpha_min"]
-    s = bpy.context.scene.dhik
     assert (s.max_iterations, s.enable_line_search) == (100, True)
     assert abs(s.position_tolerance - 1e-3) < 1e-9 and abs(s.orientation_tolerance - 0.1) < 1e-7
     assert abs(s.damping - 1e-4) < 1e-9 and abs(s.line_search_alpha_min - 0.01) < 1e-9

@@ -105,9 +105,9 @@ def test_two_root_bones_bake_and_the_other_root_keeps_its_keys():
     after = fcurves(ob)
     for bone in ("IK_ctrl", "IK_ctrl.pole", "hips"):
         assert bone_curves(after, bone) == bone_curves(before, bone), bone
-    keyed = {k[0].split('"')[1] for k in after}
+    keyed = {k[0].split('"')[1] for k in after if k[0].startswith("pose.bones")}
     assert keyed == {"IK_ctrl", "IK_ctrl.pole", "thigh.L", "shin.L", "foot.L", "thigh.R",
-                     "shin.R", "foot.R"}
+                     "shin.R", "foot.R"}  # (beside them: the error curves of the feet)
     position, orientation = misses(ob, empties, FRAMES)
     assert position < 1e-4 and orientation < 1e-3, (position, orientation)
     assert bpy.context.scene.dhik.result_converged == len(FRAMES)
