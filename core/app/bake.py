@@ -29,7 +29,7 @@ from ..rotations import matrix_to_rotvec
 from ..solver.dls_compiled import solve_spec
 from ..solver.kinematics import FrameTargets, Kinematics
 from ..solver.lm import solve_many
-from ..solver.path import solve_path
+from ..solver.path import cheap_path, solve_path
 from ..solver.settings import RobustOptions, SolverSettings
 from .formats import AnimationColumns, ColumnFrames
 from .inputs import EffectorTrack, Target, check_tracks, frame_extras, merge_tracks
@@ -305,6 +305,14 @@ def _robust_blocks(
     """
     names = [t.name for t in tracks]
     whole, parts = parts_of(skeleton, tracks, previous, following)
+    # parts that may take the cheap pass take it together, in one batch (four legs:
+    # one LM call per coarse frame instead of four); where it is not the answer for
+    # all of them, each part is solved on its own
+    together = warm_start and len(parts) > 1 and all(
+        not p.poled and p.redundancy([weights[e] for e in p.effectors]) != 1 for p in parts)
+    whole_before = whole.coordinates(previous) if previous and together else None
+    whole_after = whole.coordinates(following) if following and together else None
+    whole_last: NDArray[np.float64] | None = None
     total = len(per_frame)
     count_p = np.array([w[0] > 0 for w in weights])[None]
     count_r = np.array([w[1] > 0 for w in weights])[None]
@@ -320,7 +328,19 @@ def _robust_blocks(
         pe, re = np.zeros((k, m)), np.zeros((k, m))
         iters = np.zeros(k, dtype=np.int64)
         found: set[int] = set()
-        for p, part in enumerate(parts):
+        cheap = None
+        if together:
+            held = held_rows(whole, per_frame[lo:b]) if whole.held.any() else None
+            cheap = cheap_path(whole, targets, weights, settings, options, start=whole_last,
+                               before=whole_before if first else None,
+                               after=whole_after if b == total else None, held=held)
+        if cheap is not None:
+            q, conv, pe, re, iters = cheap.q, cheap.converged, cheap.position_error, \
+                cheap.orientation_error, cheap.iterations
+            found.update(lo + j for j in cheap.jumps if lo + j >= a)
+            for part in parts:
+                part.last = q[-1, part.columns]
+        for p, part in enumerate(parts if cheap is None else ()):
             pm, eff = part.model, part.effectors
             held = held_rows(pm, per_frame[lo:b]) if pm.held.any() else None
             poles = part.poles(per_frame[lo:b])
@@ -346,6 +366,7 @@ def _robust_blocks(
             iters += pi
         jumps.extend(sorted(found))
         first = False
+        whole_last = q[-1].copy()
         # the frame's errors: the largest over the effectors whose part counts
         worst_p = np.where(count_p, pe, 0.0).max(axis=1, initial=0.0)
         worst_r = np.where(count_r, re, 0.0).max(axis=1, initial=0.0)

@@ -142,9 +142,16 @@ def frame_extras(
                 raise DhikError(f"driven values, frame {frame}: joint {name!r} is not "
                                 f"{entry.get('type')!r}")
     if driven:  # whole SPEC 3.3 entries: a spherical value may come as a quaternion alone
-        driven = [(frame, {name: _full_entry(e, f"driven values, frame {frame}: joint "
-                                                f"{name!r}") for name, e in entries.items()})
-                  for frame, entries in driven]
+        full: list[tuple[int, Mapping[str, Any]]] = []
+        last_in: Mapping[str, Any] | None = None
+        last_out: Mapping[str, Any] = {}
+        for frame, entries in driven:
+            if entries != last_in:  # a still body repeats its values: one mapping for all
+                last_in, last_out = entries, {
+                    name: _full_entry(e, f"driven values, frame {frame}: joint {name!r}")
+                    for name, e in entries.items()}
+            full.append((frame, last_out))
+        driven = full
     values = _held(driven, numbers) if driven else [None] * len(numbers)
     poles = [
         None if t.pole is None else [Pole(_xyz(pos), t.pole_angle)

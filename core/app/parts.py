@@ -59,6 +59,13 @@ class Part:
         self.after = model.coordinates(following) if following else None
         self.last: NDArray[np.float64] | None = None
 
+    def redundancy(self, weights: Sequence[tuple[float, float]]) -> int:
+        """Solved columns beyond the counted error rows (3 per position and orientation
+        with a weight above 0, one per pole; ``weights`` the part's effectors'): the
+        dimension of its self-motion."""
+        rows = sum(3 * (wp > 0) + 3 * (wr > 0) for wp, wr in weights) + len(self.poled)
+        return int(np.count_nonzero(~self.model.held)) - rows
+
     def poles(self, frames: Sequence[Any]) -> PoleSet | None:
         """The part's poles on ``frames`` (``FrameTargets.poles``), or None."""
         if not self.poled:

@@ -220,6 +220,11 @@ class BatchedModel:
         origins = np.empty((self.n, 3, k)) if columns else None
         ident: Cols = (_AXES[:, 0, None], _AXES[:, 1, None], _AXES[:, 2, None])
         zero = np.zeros((3, 1))
+        # every rotation vector's matrix (and left Jacobian) at once: (J, 3, 3, k)
+        rv_index = {int(c): j for j, c in enumerate(self.rotvec_starts)}
+        rv_local = rv_left = None
+        if rv_index:
+            rv_local, rv_left = _rotvec_matrices(q, self.rotvec_starts, columns)
         # every hinge's cosine and sine in two calls (other rows unused)
         if self._any_trig:
             ang = q if self._angle_rows.all() else np.where(self._angle_rows[:, None], q, 0.0)
@@ -246,17 +251,13 @@ class BatchedModel:
                     axes[st.col] = w  # type: ignore[index]
                     origins[st.col] = p  # type: ignore[index]
             elif st.rotvec:  # R = exp([v]x), v the joint's three coordinates
-                v = q[st.col:st.col + 3]
-                _, s, cc, d = rotvec_coefficients(v)
-                kk = _skew_rows(v)
-                k2 = np.einsum("ijk,jlk->ilk", kk, kk)
-                local = _AXES[:, :, None] + s * kk + cc * k2
-                r = _mix(rp, local)
+                j = rv_index[st.col]
+                stacked = np.stack(np.broadcast_arrays(*rp))  # (3 columns, 3, k)
+                r = tuple(np.einsum("ick,ijk->jck", stacked, rv_local[j]))  # type: ignore[assignment]
                 if columns:
-                    jl = _mix(rp, _AXES[:, :, None] + cc * kk + d * k2)
-                    for j in range(3):
-                        axes[st.col + j] = jl[j]  # type: ignore[index]
-                        origins[st.col + j] = p  # type: ignore[index]
+                    assert rv_left is not None
+                    axes[st.col:st.col + 3] = np.einsum("ick,ijk->jck", stacked, rv_left[j])  # type: ignore[index]
+                    origins[st.col:st.col + 3] = p  # type: ignore[index]
             else:  # spherical in a box: Rx(a) Ry(b) Rz(c)
                 r = rp
                 for j in range(3):
@@ -472,10 +473,27 @@ _MIX = {0: (1, 2), 1: (2, 0), 2: (0, 1)}  # columns a turn about X, Y, Z mixes
 Cols = tuple[Array, Array, Array]  # a rotation's three columns, (3, k) or (3, 1) each
 
 
-def _skew_rows(v: Array) -> Array:
-    """Skew matrices (3, 3, k) of vectors ``v`` (3, k)."""
-    z = np.zeros_like(v[0])
-    return np.array([[z, -v[2], v[1]], [v[2], z, -v[0]], [-v[1], v[0], z]])
+def _rotvec_matrices(q: Array, starts: Array, left: bool) -> tuple[Array, Array | None]:
+    """For the rotation vectors starting at columns ``starts`` (J,) of ``q`` (n, k):
+    ``exp([v]x)`` (J, 3, 3, k) and, with ``left``, the left Jacobians (J, 3, 3, k)
+    (``charts.rotvec_coefficients``), all joints at once:
+    ``R = cos I + s [v]x + c v v^T`` and ``J = (1 - d t^2) I + c [v]x + d v v^T``."""
+    v = q[starts[:, None] + np.arange(3)[None]]  # (J, 3, k)
+    jn, k = len(starts), q.shape[1]
+    t, s, c, d = rotvec_coefficients(v.transpose(1, 0, 2).reshape(3, jn * k))
+    s, c, d, t2 = (a.reshape(jn, k) for a in (s, c, d, t * t))
+    outer = v[:, :, None] * v[:, None, :]  # (J, 3, 3, k)
+    skew = np.zeros((jn, 3, 3, k))
+    skew[:, 0, 1], skew[:, 0, 2], skew[:, 1, 2] = -v[:, 2], v[:, 1], -v[:, 0]
+    skew[:, 1, 0], skew[:, 2, 0], skew[:, 2, 1] = v[:, 2], -v[:, 1], v[:, 0]
+    eye = _AXES[None, :, :, None]
+    rot = (1.0 - c * t2)[:, None, None] * eye + s[:, None, None] * skew \
+        + c[:, None, None] * outer
+    if not left:
+        return rot, None
+    jac = (1.0 - d * t2)[:, None, None] * eye + c[:, None, None] * skew \
+        + d[:, None, None] * outer
+    return rot, jac
 
 
 def _coordinate_turn(rp: Cols, axis: int, c: Array, s: Array) -> Cols:

@@ -235,6 +235,17 @@ class Problem:
             out = np.maximum(out, po.max(axis=1) / s.position_tolerance)
         return out
 
+    def rank(self, pe: Array, re: Array, po: Array) -> Array:
+        """Per row, lower is better, targets first: below 1 when the targets and poles
+        are met (their badness), in [1, 2) when only the targets are (by the poles' arc
+        left), 2 and above when the targets are not (2 + their badness)."""
+        targets = self.badness(pe, re)
+        if not po.size:
+            return np.where(targets < 1.0, targets, 2.0 + targets)
+        arc = po.max(axis=1) / self.settings.position_tolerance
+        return np.where(targets >= 1.0, 2.0 + targets,
+                        np.where(arc < 1.0, np.maximum(targets, arc), 1.0 + arc / (1.0 + arc)))
+
     def without_poles(self) -> Problem:
         """The same problems with their targets alone (no pole rows)."""
         out = copy.copy(self)

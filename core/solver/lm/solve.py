@@ -74,19 +74,20 @@ def solve_one(model: BatchedKinematics, targets: ArrayLike, q0: ArrayLike,
 
 
 def restarted(problem: Problem, res: LMResult) -> LMResult:
-    """``res`` with its unconverged problems restarted from random configurations, each
-    problem from its own stream keyed by its targets (its answer does not depend on the
-    other problems of the batch), but for those out of reach (``Problem.out_of_reach``);
-    ``res`` is updated in place and returned."""
+    """``res`` with the problems whose targets (or poles) are not met restarted from
+    random configurations, each problem from its own stream keyed by its targets (its
+    answer does not depend on the other problems of the batch), but for those out of
+    reach (``Problem.out_of_reach``); a restart's answer is kept where it ranks better
+    (``Problem.rank``: targets first); ``res`` is updated in place and returned."""
     model, opts = problem.model, problem.options
     b = problem.count
     keys = problem_keys(problem.targets.reshape(b, -1) if b else np.zeros((0, 1)), opts.seed)
-    best_err = problem.badness(res.position_error, res.orientation_error, res.pole_error)
+    best_err = problem.rank(res.position_error, res.orientation_error, res.pole_error)
     reps = opts.restart_rows
     budget = min(opts.restart_iterations, problem.settings.max_iterations)
     hopeless = problem.out_of_reach()  # beyond any reach: restarts cannot help
     for round_ in range(opts.restarts):
-        todo = np.flatnonzero(~res.converged & ~hopeless)
+        todo = np.flatnonzero((best_err >= 1.0) & ~hopeless)  # targets or poles not met
         if todo.size == 0:
             break
         rows = np.repeat(todo, reps)
@@ -94,8 +95,7 @@ def restarted(problem: Problem, res: LMResult) -> LMResult:
         u = uniform_draws(keys[rows], draw, model.n)
         starts = random_starts(model, rows.size, None, problem.scale, u)
         sub = levenberg_marquardt(model, problem, starts, budget, rows=rows, first_wins=True)
-        bad = problem.badness(sub.position_error, sub.orientation_error, sub.pole_error)
-        bad = np.where(sub.converged, -1.0, bad)
+        bad = problem.rank(sub.position_error, sub.orientation_error, sub.pole_error)
         for j in np.argsort(bad, kind="stable")[::-1]:  # best last: it wins the write
             p = rows[j]
             if bad[j] < best_err[p]:

@@ -2,7 +2,7 @@
 shares), ``candidates`` (grid tracks over the self-motion), ``ladder`` (the lazy
 least-motion path), ``fill`` (every frame of it), ``plan`` (``solve_path``)."""
 
-from .plan import solve_path
+from .plan import cheap_path, solve_path
 from .search import PathResult
 
-__all__ = ["PathResult", "solve_path"]
+__all__ = ["PathResult", "cheap_path", "solve_path"]

@@ -59,15 +59,8 @@ def solve_path(model: BatchedKinematics, targets: ArrayLike,
     every batch of LM iterations); an exception raised in it ends the solve."""
     opts = options or RobustOptions()
     targets = np.asarray(targets, dtype=float)
-    frames = len(targets)
-    held = None if held is None else np.asarray(held, dtype=float).reshape(frames, model.n)
-    first = None if start is None else np.asarray(start, dtype=float).reshape(model.n)
-    if first is None and before is not None and frames:
-        first = continued(model, targets, weights, settings, opts, before, 0, held, poles)
-    last = None
-    if after is not None and frames > 1:
-        last = continued(model, targets, weights, settings, opts, after, frames - 1, held,
-                         poles)
+    held, first, last = _ends(model, targets, weights, settings, opts, start, before, after,
+                              held, poles)
 
     def one_pass(stride: int, motion: float, lane_frames: int, span: tuple[float, float]
                  ) -> PathResult:  # fmt: skip
@@ -103,6 +96,43 @@ def solve_path(model: BatchedKinematics, targets: ArrayLike,
     if progress is not None:
         progress(1.0)
     return best
+
+
+def cheap_path(model: BatchedKinematics, targets: ArrayLike,
+               weights: Sequence[tuple[float, float]] | None = None,
+               settings: SolverSettings | None = None,
+               options: RobustOptions | None = None,
+               start: ArrayLike | None = None, before: ArrayLike | None = None,
+               after: ArrayLike | None = None, held: ArrayLike | None = None,
+               poles: PoleSet | None = None) -> PathResult | None:  # fmt: skip
+    """:func:`solve_path`'s cheap pass alone (same arguments): its answer where it is
+    plainly continuous, else None (no search). For effectors that are solved apart but
+    may take the cheap pass together, in one batch (the bake's parts)."""
+    opts = options or RobustOptions()
+    targets = np.asarray(targets, dtype=float)
+    held, first, last = _ends(model, targets, weights, settings, opts, start, before, after,
+                              held, poles)
+    search = Search(model, targets, weights, settings, opts, held, poles)
+    return cheap_pass(search, opts.stride, opts.coarse_motion, first, last)
+
+
+def _ends(model: BatchedKinematics, targets: Array,
+          weights: Sequence[tuple[float, float]] | None, settings: SolverSettings | None,
+          opts: RobustOptions, start: ArrayLike | None, before: ArrayLike | None,
+          after: ArrayLike | None, held: ArrayLike | None, poles: PoleSet | None
+          ) -> tuple[Array | None, Array | None, Array | None]:  # fmt: skip
+    """The held values (F, n), and where the path must start and end (n,) or None
+    (:func:`solve_path`'s ``start``, ``before`` and ``after``)."""
+    frames = len(targets)
+    held = None if held is None else np.asarray(held, dtype=float).reshape(frames, model.n)
+    first = None if start is None else np.asarray(start, dtype=float).reshape(model.n)
+    if first is None and before is not None and frames:
+        first = continued(model, targets, weights, settings, opts, before, 0, held, poles)
+    last = None
+    if after is not None and frames > 1:
+        last = continued(model, targets, weights, settings, opts, after, frames - 1, held,
+                         poles)
+    return held, first, last
 
 
 def continued(model: BatchedKinematics, targets: Array,
