@@ -86,6 +86,8 @@ def levenberg_marquardt(model: BatchedKinematics, problem: Problem, q0: Array,
     every_rows = problem.rows.take(idx)  # gathered once
     lin = problem.linearise(q, every_rows)
     e, pe, re, po, weighted = lin.e, lin.pe, lin.re, lin.po, lin.jac
+    pole_e, pole_j = lin.pole_e, lin.pole_j  # the poles as a pull (problem.pole_pull)
+    pulled = pole_e is not None
     assert weighted is not None
     energy = 0.5 * np.einsum("rk,rk->k", e, e)
     conv = problem.converged(lin)
@@ -94,8 +96,13 @@ def levenberg_marquardt(model: BatchedKinematics, problem: Problem, q0: Array,
     window = max(opts.stall_window if stall_window is None else stall_window, 1)
     hist = np.repeat(energy[None], window, axis=0)
     dead = np.zeros(k, dtype=bool)
+    # with the poles as a pull: a row on target goes on toward its poles, and stops after
+    # ``window`` iterations that bring it no closer
+    idle = np.zeros(k, dtype=int)
+    met = np.ones(k, dtype=bool) if not pulled else np.all(
+        po < problem.settings.position_tolerance, axis=0)
     for it in range(budget):
-        act = np.flatnonzero(~conv & ~dead)
+        act = np.flatnonzero(~(conv & (met | (idle >= window))) & ~dead)
         if act.size == 0:
             break
         every = act.size == k  # every row: no gathers, and no scatters when all accept
@@ -120,9 +127,13 @@ def levenberg_marquardt(model: BatchedKinematics, problem: Problem, q0: Array,
         en = 0.5 * np.einsum("rk,rk->k", lt.e, lt.e)
         ct = problem.converged(lt)
         ok = (en < ena) | ct
+        if pulled:  # on target already: stay there, and come closer to the poles
+            closer = lt.po.max(axis=0) < po[:, sel].max(axis=0)
+            ok = np.where(conv[sel], ct & closer, ok)
+            idle[act] = np.where(conv[sel] & ~(ct & closer), idle[act] + 1, 0)
         if every and ok.all():
             q, e, energy, pe, re, po, conv = qt, lt.e, en, lt.pe, lt.re, lt.po, ct
-            weighted = lt.jac
+            weighted, pole_e, pole_j = lt.jac, lt.pole_e, lt.pole_j
             iters += 1
             mult = np.maximum(mult * 0.5, 1e-6)
             acc = act
@@ -133,6 +144,10 @@ def levenberg_marquardt(model: BatchedKinematics, problem: Problem, q0: Array,
             energy[acc] = en[ok]
             pe[:, acc], re[:, acc], po[:, acc] = lt.pe[:, ok], lt.re[:, ok], lt.po[:, ok]
             weighted[..., acc] = lt.jac[..., ok]
+            if pulled:
+                assert pole_e is not None and pole_j is not None
+                assert lt.pole_e is not None and lt.pole_j is not None
+                pole_e[:, acc], pole_j[..., acc] = lt.pole_e[:, ok], lt.pole_j[..., ok]
             conv[acc] = ct[ok]
             iters[act] += 1
             mult[act] = np.where(ok, np.maximum(ma * 0.5, 1e-6), ma * 10.0)
@@ -144,9 +159,12 @@ def levenberg_marquardt(model: BatchedKinematics, problem: Problem, q0: Array,
         if first_wins and conv[acc].any():
             dead |= np.isin(idx, idx[acc[conv[acc]]])
         dead &= ~conv
+        if pulled:
+            met = np.all(po < problem.settings.position_tolerance, axis=0)
+            idle[mult > 1e8] = window  # no step is kept any more
     out = LMResult(np.ascontiguousarray(q.T), conv, iters, np.ascontiguousarray(pe.T),
                    np.ascontiguousarray(re.T), np.ascontiguousarray(po.T))
-    if problem.poles is not None:
+    if problem.poles is not None and not problem.pole_pull:
         _targets_first(model, problem, out, idx, frozen, stall_window, budget)
     return out
 
@@ -154,9 +172,10 @@ def levenberg_marquardt(model: BatchedKinematics, problem: Problem, q0: Array,
 def _targets_first(model: BatchedKinematics, problem: Problem, res: LMResult, idx: Index,
                    frozen: NDArray[np.bool_] | None, stall_window: int | None,
                    budget: int) -> None:  # fmt: skip
-    """A poled search's rows that miss their targets, solved again for the targets alone
-    from where they are (pulled toward it), in place; every row's ``converged`` then
-    says whether its targets are met."""
+    """A poled search's rows that miss their targets, solved again from where they are
+    with the targets alone in the residual and the poles as a pull in their null space
+    (as close to the poles as the targets and limits allow), in place; every row's
+    ``converged`` then says whether its targets are met."""
     lin = problem.linearise(np.ascontiguousarray(res.q.T), problem.rows.take(idx),
                             jacobian=False)
     met = problem.targets_met(lin)
@@ -167,7 +186,7 @@ def _targets_first(model: BatchedKinematics, problem: Problem, res: LMResult, id
     fz = None if frozen is None or np.ndim(frozen) == 1 else np.asarray(frozen)[miss]
     if frozen is not None and np.ndim(frozen) == 1:
         fz = np.asarray(frozen)
-    again = levenberg_marquardt(model, problem.without_poles(), res.q[miss], budget,
+    again = levenberg_marquardt(model, problem.as_pole_pull(), res.q[miss], budget,
                                 rows=idx[miss], pull=res.q[miss], frozen=fz,
                                 stall_window=stall_window)
     better = problem.badness(again.position_error, again.orientation_error) <= \
@@ -176,11 +195,20 @@ def _targets_first(model: BatchedKinematics, problem: Problem, res: LMResult, id
     res.q[take], res.converged[take] = again.q[better], again.converged[better]
     res.position_error[take] = again.position_error[better]
     res.orientation_error[take] = again.orientation_error[better]
+    res.pole_error[take] = again.pole_error[better]
     res.iterations[miss] += again.iterations
-    if take.size:  # the poles' arcs where the targets took over
-        after = problem.linearise(np.ascontiguousarray(res.q[take].T),
-                                  problem.rows.take(idx[take]), jacobian=False)
-        res.pole_error[take] = after.po.T
+
+
+def _toward_poles(r: Array, g: Array, d: Array | None, gain: Array) -> Array:
+    """The step's reference (n, k) in the LM's scaled columns: the least motion that
+    swings each chain onto its pole (``r`` (P, k) the poles' rows, ``g`` (P, n, k) their
+    gradients, scaled), times ``gain`` (k,), plus the pull ``d`` (n, k) or None without
+    its part along those gradients (it must not drag the swing back)."""
+    gg = np.einsum("pnk,pnk->pk", g, g) + 1e-18
+    out = np.einsum("pnk,pk->nk", g, r / gg) * gain
+    if d is not None:
+        out += d - np.einsum("pnk,pk->nk", g, np.einsum("pnk,nk->pk", g, d) / gg)
+    return out
 
 
 def on_target(model: BatchedKinematics, problem: Problem, q: Array,

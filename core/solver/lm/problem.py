@@ -105,13 +105,16 @@ class Linearised:
     """A residual and its Jacobian at k coordinate rows: the weighted residual ``e``
     (r, k), each effector's position (m) and orientation (rad) error (m, k), each pole's
     remaining arc (m) (P, k), and the weighted Jacobian ``jac`` (r, n, k) (None when only
-    the errors were asked for)."""
+    the errors were asked for). With the poles as a pull (``Problem.pole_pull``) their
+    rows are apart: ``pole_e`` (P, k) and ``pole_j`` (P, n, k)."""
 
     e: Array
     pe: Array
     re: Array
     po: Array
     jac: Array | None
+    pole_e: Array | None = None
+    pole_j: Array | None = None
 
 
 class Problem:
@@ -143,6 +146,7 @@ class Problem:
                 np.asarray(held, dtype=float).reshape(self.count, model.n)
             self.held = np.ascontiguousarray(hv[:, self.held_cols].T)
         self.poles = poles
+        self.pole_pull = False  # the poles pull in the targets' null space (as_pole_pull)
         self._far: BoolArray | None = None
         pole_pos = None if poles is None else poles.positions(self.count)
         self.rows = Rows(np.ascontiguousarray(t[:, :, :3, :3].transpose(1, 2, 3, 0)),
@@ -218,6 +222,8 @@ class Problem:
         if self.poles is not None and rows.pole is not None:
             pe_rows, pj_rows, po = self.poles.rows(model, rows.pos, rows.pole, pos, jac,
                                                    self.scale)
+            if self.pole_pull:
+                return Linearised(e, pe, re, po, wjac, pe_rows, pj_rows)
             e = np.concatenate((e, pe_rows))
             if wjac is not None:
                 assert pj_rows is not None
@@ -246,11 +252,12 @@ class Problem:
         return np.where(targets >= 1.0, 2.0 + targets,
                         np.where(arc < 1.0, np.maximum(targets, arc), 1.0 + arc / (1.0 + arc)))
 
-    def without_poles(self) -> Problem:
-        """The same problems with their targets alone (no pole rows)."""
+    def as_pole_pull(self) -> Problem:
+        """The same problems with the targets alone in the residual and the poles as a
+        pull in their null space (the loop moves toward the poles as far as the targets
+        and limits allow)."""
         out = copy.copy(self)
-        out.poles = None
-        out.rows = Rows(self.rows.rot, self.rows.pos, None)
+        out.pole_pull = True
         return out
 
     def targets_met(self, lin: Linearised) -> BoolArray:
@@ -267,6 +274,6 @@ class Problem:
         ok_p = (lin.pe < s.position_tolerance) | ~self.count_p[:, None]
         ok_r = (lin.re < s.orientation_tolerance) | ~self.count_r[:, None]
         ok = np.all(ok_p & ok_r, axis=0)
-        if lin.po.size:
+        if lin.po.size and not self.pole_pull:
             ok &= np.all(lin.po < s.position_tolerance, axis=0)
         return ok
