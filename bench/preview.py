@@ -156,6 +156,7 @@ def main(argv: list[str]) -> int:
             return out
 
         off_drag = drag()
+        worst[:] = [0.0, 0.0]  # only what the preview shows is checked
         s.live_preview = True
         t0 = time.perf_counter()
         assert pv.settle(scene)
@@ -167,7 +168,6 @@ def main(argv: list[str]) -> int:
         assert pv.settle(scene)  # the range planned again after the drags
         replan_s = time.perf_counter() - t0
         scene.frame_set(frames[-1])
-        off = []
         s.live_preview = False
         off = _times(frames, lambda _f: bpy.context.evaluated_depsgraph_get())
         s.live_preview = True

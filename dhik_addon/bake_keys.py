@@ -151,7 +151,7 @@ def channel_rows_of(
     return rotation_prop(mode), kind, kc.rotation_channel(kind, raw, start)
 
 
-def _bone_joints(maps: dict[str, JointMap]) -> dict[str, tuple[str | None, list[str]]]:
+def bone_joints(maps: dict[str, JointMap]) -> dict[str, tuple[str | None, list[str]]]:
     """Per bone: the joint on its rotation channel (or None) and the joints that share its
     location channel (its ``.tx``/``.ty``/``.tz``, or its own prismatic joint)."""
     out: dict[str, tuple[str | None, list[str]]] = {}
@@ -185,13 +185,36 @@ def plan_keys(
         raise DhikError.at("DHIK", "frame_step", f"must be >= 1, got {frame_step}")
     if not frames:
         raise DhikError.at("DHIK", "frame range", "no frames were solved")
-    bones = pose_of(ob).bones
     columns = frames.columns if isinstance(frames, ColumnFrames) else None
     numbers = columns.frames.astype(int) if columns is not None else \
         np.array([fr["frame"] for fr in frames], dtype=int)
     pick = kc.stepped(len(frames), frame_step)
     plan = KeyPlan(int(numbers[0]), int(numbers[-1]))
-    owners = _bone_joints(maps)
+    for bone, covered, prop, kind, values in bone_channels(ob, maps, frames, solved, before):
+        plan.covered.setdefault(bone, set()).update(covered)
+        if prop is None:
+            continue
+        cand_frames, cand_values = numbers[pick], values[pick]
+        kept = kc.reduce_keys(kind, cand_frames, cand_values, key_reduction)
+        error = kc.max_key_error(kind, cand_frames, cand_values, kept)
+        plan.bones.append(BoneKeys(bone, prop, kind, cand_frames[kept], cand_values[kept],
+                                   len(frames), error))
+    return plan
+
+
+def bone_channels(
+    ob: bpy.types.Object, maps: dict[str, JointMap], frames: Sequence[dict],
+    solved: Sequence[str], before: dict[str, np.ndarray] | None = None,
+    owners: dict[str, tuple[str | None, list[str]]] | None = None,
+) -> list[tuple[str, set[str], str | None, str, np.ndarray]]:
+    """Per keyed channel of the ``solved`` joints' bones, in skeleton order: ``(bone,
+    the properties the bone's joints carry, property, key_curves kind, rows (F, 3 or 4)
+    for ``frames``)`` (:func:`plan_keys` before its choice of keys; the live preview
+    sets the rows themselves). A bone whose joints are not solved but carries them
+    comes with property None. ``owners``: :func:`bone_joints` of ``maps``, if known."""
+    bones = pose_of(ob).bones
+    columns = frames.columns if isinstance(frames, ColumnFrames) else None
+    owners = owners if owners is not None else bone_joints(maps)
 
     def raw(name: str) -> np.ndarray:  # the joint's channel values, one row per frame
         jm = maps[name]
@@ -199,27 +222,27 @@ def plan_keys(
             return jm.channel_values(columns.column(name))
         return np.array([jm.channel_value(fr["joints"][name]) for fr in frames], dtype=float)
 
+    out: list[tuple[str, set[str], str | None, str, np.ndarray]] = []
     wanted = [maps[n].bone for n in solved if maps[n].channel is not None]
     for bone in dict.fromkeys(wanted):  # keyed bones, in skeleton order
         rot, slides = owners[bone]
         pb = bones[bone]
-        plan.covered[bone] = {"location"} if slides else set()
-        keyed: list[tuple[str, str, np.ndarray]] = []
+        covered = {"location"} if slides else set()
         if rot is not None:
-            plan.covered[bone].add(rotation_prop(pb.rotation_mode))
-            if rot in solved:
-                start = None if before is None else before.get(rot)
-                keyed.append(channel_rows_of(pb, maps[rot], raw(rot), start))
+            covered.add(rotation_prop(pb.rotation_mode))
+        keyed = False
+        if rot is not None and rot in solved:
+            start = None if before is None else before.get(rot)
+            prop, kind, rows = channel_rows_of(pb, maps[rot], raw(rot), start)
+            out.append((bone, covered, prop, kind, rows))
+            keyed = True
         if any(n in solved for n in slides):
-            keyed.append(("location", kc.LOCATION, sum((raw(n) for n in slides[1:]),
-                                                       raw(slides[0]))))
-        for prop, kind, values in keyed:
-            cand_frames, cand_values = numbers[pick], values[pick]
-            kept = kc.reduce_keys(kind, cand_frames, cand_values, key_reduction)
-            error = kc.max_key_error(kind, cand_frames, cand_values, kept)
-            plan.bones.append(BoneKeys(bone, prop, kind, cand_frames[kept], cand_values[kept],
-                                       len(frames), error))
-    return plan
+            out.append((bone, covered, "location", kc.LOCATION,
+                        sum((raw(n) for n in slides[1:]), raw(slides[0]))))
+            keyed = True
+        if not keyed:
+            out.append((bone, covered, None, "", np.zeros((0, 3))))
+    return out
 
 
 def values_before(

@@ -52,7 +52,7 @@ from ..core.app.live import LiveSolver
 from ..core.errors import DhikError
 from .access import pose_of
 from .bake_job import BakeCancelled, BakeJob, BakeRig, Preparation
-from .bake_keys import REST, held_props, plan_keys, rotation_prop
+from .bake_keys import REST, bone_channels, bone_joints, held_props, rotation_prop
 from .frames import PAUSED
 from .props import DHIK_PG_settings, on_live_preview, scene_settings
 from .safety import require_in_scene
@@ -106,6 +106,7 @@ class _Live:
     converged: bool = True  # whether the last single-frame solve converged
     inputs: list[np.ndarray] = field(default_factory=list)  # what the last update read
     solves: int = 0  # single-frame solves made
+    driven: dict[str, dict[str, Any]] = field(default_factory=dict)  # read with inputs
     shown: int | None = None  # the frame whose plan pose is shown, else None
 
 
@@ -350,6 +351,7 @@ def _frame_inputs(live: _Live, depsgraph: bpy.types.Depsgraph) -> list[np.ndarra
     out = [t.targets[0][1] for t in tracks]
     out += [np.array(t.pole[0][1], dtype=float) for t in tracks if t.pole is not None]
     driven = rig.driven_values()
+    live.driven = driven  # the solve of this frame reads them too
     return out + [np.array(_flat(driven[name]), dtype=float) for name in rig.driven_names]
 
 
@@ -400,7 +402,7 @@ def _solve_frame(live: _Live, scene: bpy.types.Scene, inputs: list[np.ndarray]) 
     poles: list[tuple[float, float, float] | None] = [None] * m
     for k, i in enumerate(poled):
         poles[i] = _xyz(inputs[m + k])
-    driven = rig.driven_values()
+    driven = live.driven
     res = live.solver.solve(inputs[:m], driven or None, poles if poled else None,
                             restart=not live.converged or live.solves == 0)
     live.converged = res.converged
@@ -469,7 +471,7 @@ def _start(scene: bpy.types.Scene, signature: tuple[Any, ...]) -> _Live:
 
 def _pose(rig: BakeRig, values: dict[str, dict[str, Any]]) -> None:
     """Set the solved bones' channels to ``values`` (SPEC 3.3 entries of every joint on
-    the paths) as a bake keys them (:func:`~.bake_keys.plan_keys` of one frame: each
+    the paths) as a bake keys them (:func:`~.bake_keys.bone_channels` of one frame: each
     bone's rotation mode, Euler angles continued from the current ones, a bone's
     translation joints on its location); their other transform channels at rest, as a
     bake holds them."""
@@ -482,14 +484,19 @@ def _pose(rig: BakeRig, values: dict[str, dict[str, Any]]) -> None:
         if rig.maps[n].channel != "location":
             pb = bones[rig.maps[n].bone]
             before[n] = np.array(getattr(pb, rotation_prop(pb.rotation_mode)), dtype=float)
-    plan = plan_keys(rig.armature, rig.maps, [{"frame": 0, "joints": values}], names,
-                     before=before)
-    for keys in plan.bones:
-        setattr(bones[keys.bone], keys.prop, keys.values[0].tolist())
-    for bone, covered in plan.covered.items():
+    owners = _OWNERS.get(id(rig))
+    if owners is None:
+        owners = _OWNERS[id(rig)] = bone_joints(rig.maps)
+    for bone, covered, prop, _kind, rows in bone_channels(
+            rig.armature, rig.maps, [{"frame": 0, "joints": values}], names, before, owners):
         pb = bones[bone]
-        for prop in held_props(pb, covered):
-            setattr(pb, prop, REST[prop])
+        if prop is not None:
+            setattr(pb, prop, rows[0].tolist())
+        for held in held_props(pb, covered):
+            setattr(pb, held, REST[held])
+
+
+_OWNERS: dict[int, dict[str, tuple[str | None, list[str]]]] = {}  # per rig: bone_joints
 
 
 # --------------------------------------------------------------------------- the planner

@@ -16,8 +16,10 @@ from __future__ import annotations
 
 import copy
 import math
+import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -74,9 +76,25 @@ def search_limits(model: BatchedKinematics) -> tuple[Array, Array]:
     return lo, hi
 
 
+_SCALES: weakref.WeakKeyDictionary[Any, float] = weakref.WeakKeyDictionary()
+
+
 def length_scale(model: BatchedKinematics) -> float:
     """The largest linear Jacobian column of a solved column at the T-pose clipped into
-    the limits (m)."""
+    the limits (m); once per model (a constant of it)."""
+    try:
+        return _SCALES[model]
+    except (KeyError, TypeError):
+        pass
+    scale = _length_scale(model)
+    try:
+        _SCALES[model] = scale
+    except TypeError:  # a model that cannot be weakly referenced: not kept
+        pass
+    return scale
+
+
+def _length_scale(model: BatchedKinematics) -> float:
     q0 = np.clip(np.zeros(model.n), model.lo, model.hi)[:, None]
     _, _, jac = model.pose_jacobian_t(q0)
     jac = jac[: len(model.effectors), :, ~model.held]  # the solved columns
