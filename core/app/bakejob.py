@@ -164,8 +164,7 @@ class BakeOptions:
                                   f"(the default) does not use it")
         fmt = output_format(self.format, output)
         if fmt != "json" and self.fps is None:
-            return "--fps", (f"--format {fmt} needs the frame rate (frames per second): "
-                             "give --fps")
+            return f"--format {fmt}", "needs the frame rate (frames per second): give --fps"
         return None
 
     def acting_settings(self) -> dict[str, Any]:
