@@ -75,6 +75,8 @@ def file_digest(path: str | os.PathLike) -> str | None:
     """SHA-256 of a regular file's content now; None if it is missing, unreadable or not a
     regular file (a FIFO cannot be read twice: never up to date)."""
     try:
+        if not stat.S_ISREG(os.stat(path).st_mode):  # before open: a FIFO's open blocks
+            return None
         with open(path, "rb") as f:
             if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
                 return None
@@ -88,19 +90,27 @@ def file_digest(path: str | os.PathLike) -> str | None:
 
 @contextmanager
 def signals_held() -> Iterator[None]:
-    """SIGINT and SIGTERM held back meanwhile (then delivered): a few renames that belong
-    together are not cut in two. A no-op off the main thread (Python's handlers run on
-    the main thread, so the caller's thread is not interrupted anyway)."""
-    if threading.current_thread() is not threading.main_thread() or not hasattr(
-            signal, "pthread_sigmask"):
+    """SIGINT and SIGTERM held back meanwhile, then handled as they would have been: a
+    few renames that belong together are not cut in two. Python-level: the handlers are
+    swapped for ones that only note the signal (whichever thread the kernel delivered it
+    to), and the noted signals are raised again afterwards. A no-op off the main thread
+    (Python runs handlers on the main thread, so the caller's thread is not interrupted)."""
+    if threading.current_thread() is not threading.main_thread():
         yield
         return
-    held = {signal.SIGINT, signal.SIGTERM}
-    previous = signal.pthread_sigmask(signal.SIG_BLOCK, held)
+    noted: list[int] = []
+    previous: dict[int, object] = {}
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        current = signal.getsignal(signum)
+        if current is not None:  # None: a handler not set from Python, left alone
+            previous[signum] = signal.signal(signum, lambda n, _f: noted.append(n))
     try:
         yield
     finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)  # type: ignore[arg-type]
+        for signum in dict.fromkeys(noted):
+            signal.raise_signal(signum)
 
 
 def _new_file_mode() -> int:

@@ -240,6 +240,17 @@ def _same_file(a: str, b: str) -> bool:
         return os.path.realpath(a) == os.path.realpath(b)
 
 
+def check_not_inputs(outputs: Sequence[str | os.PathLike | None],
+                     inputs: Sequence[str | os.PathLike | None]) -> None:
+    """DhikError when an output (None: not asked for) is one of the input files (the
+    same file by any path, a symlink too): writing it would replace an input."""
+    sources = [str(i) for i in inputs if i is not None]
+    for out in (str(o) for o in outputs if o is not None):
+        for src in sources:
+            if _same_file(out, src):
+                fail(out, "", f"cannot write: it is an input file ({src})")
+
+
 def check_outputs(outputs: Sequence[str | os.PathLike | None],
                   inputs: Sequence[str | os.PathLike | None]) -> None:
     """DhikError unless every output (None: not asked for) can be written
@@ -249,11 +260,8 @@ def check_outputs(outputs: Sequence[str | os.PathLike | None],
     replaces an input (``-o skeleton.json``).
     """
     given = [str(o) for o in outputs if o is not None]
-    sources = [str(i) for i in inputs if i is not None]
+    check_not_inputs(given, inputs)
     for k, out in enumerate(given):
-        for src in sources:
-            if _same_file(out, src):
-                fail(out, "", f"cannot write: it is an input file ({src})")
         for other in given[:k]:
             if _same_file(out, other):
                 fail(out, "", f"cannot write: {other} is written to the same file")
