@@ -240,7 +240,7 @@ def csv_writer(arrays: AnimationArrays) -> Writer:
     row = "%d," + ",".join(["%r"] * table.shape[1]) + "\n"
 
     def write(f: BinaryIO) -> None:
-        text = io.TextIOWrapper(f, encoding="utf-8", newline="")  # type: ignore[type-var]
+        text = io.TextIOWrapper(f, encoding="utf-8", newline="")
         try:
             text.write("\n".join(meta) + "\n")
             csv.writer(text, lineterminator="\n").writerow(header)

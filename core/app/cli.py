@@ -55,7 +55,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="dhik", description="Damped-least-squares IK bake (SPEC 5-6).")
     parser.add_argument("--version", action="version", version=f"dhik {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
-    common = argparse.ArgumentParser(add_help=False)
+    common = _Parser(add_help=False)
     common.add_argument("-q", "--quiet", action="store_true",
                         help="print errors only: no progress bar, summary, verdict or warning")
 

@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import BinaryIO
+from typing import Any, BinaryIO, TextIO
 
 from ..errors import DhikError
 
@@ -99,18 +99,17 @@ def signals_held() -> Iterator[None]:
         yield
         return
     noted: list[int] = []
-    previous: dict[int, object] = {}
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        current = signal.getsignal(signum)
-        if current is not None:  # None: a handler not set from Python, left alone
-            previous[signum] = signal.signal(signum, lambda n, _f: noted.append(n))
+    previous: dict[signal.Signals, Any] = {}
+    for held in (signal.SIGINT, signal.SIGTERM):
+        if signal.getsignal(held) is not None:  # None: not set from Python, left alone
+            previous[held] = signal.signal(held, lambda n, _f: noted.append(n))
     try:
         yield
     finally:
-        for signum, handler in previous.items():
-            signal.signal(signum, handler)  # type: ignore[arg-type]
-        for signum in dict.fromkeys(noted):
-            signal.raise_signal(signum)
+        for held, handler in previous.items():
+            signal.signal(held, handler)
+        for number in dict.fromkeys(noted):
+            signal.raise_signal(number)
 
 
 def _new_file_mode() -> int:
@@ -191,13 +190,13 @@ def write_files(items: Sequence[tuple[str | os.PathLike, Writer]]) -> None:
         fsync_folder(directory)
 
 
-def text_writer(write: Callable[[object], object]) -> Writer:
+def text_writer(write: Callable[[TextIO], object]) -> Writer:
     """A :data:`Writer` from a function that writes UTF-8 text (``"\\n"`` line ends) to a
     text file object."""
     import io
 
     def binary(f: BinaryIO) -> None:
-        text = io.TextIOWrapper(f, encoding="utf-8", newline="\n")  # type: ignore[type-var]
+        text = io.TextIOWrapper(f, encoding="utf-8", newline="\n")
         try:
             write(text)
             text.flush()

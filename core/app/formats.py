@@ -554,7 +554,7 @@ def save_animation(frames: Sequence[dict], path: str | os.PathLike,
 
 
 def animation_writer(frames: Sequence[dict], source: str,
-                     fps: float | None = None) -> Callable[[TextIO], None]:
+                     fps: float | None = None) -> Callable[[TextIO], object]:
     """Check ``frames`` (and ``fps``: > 0) now, DhikError naming ``source``; the function
     that then writes animation.json's text to a file.
 
@@ -717,7 +717,7 @@ class AnimationColumns:
         """Write animation.json atomically (the frames are not checked again)."""
         atomic_write_text(path, self.writer(fps))
 
-    def writer(self, fps: float | None = None) -> Callable[[TextIO], None]:
+    def writer(self, fps: float | None = None) -> Callable[[TextIO], object]:
         """The function that writes this animation.json's text (``"fps"`` first when
         given) to a file: the bytes :func:`dumps_json` gives the same data."""
         head = "" if fps is None else f'  "fps": {json.dumps(float(fps))},\n'
