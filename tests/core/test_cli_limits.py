@@ -215,3 +215,39 @@ def test_fk_poses_a_spherical_joint_by_its_quaternion(tmp_path: Path, capsys) ->
     from_euler = np.array([0, 0, 1.0]) + quat_to_matrix(euler_xyz_to_quat([1.0, 2.0, -1.0])) \
         @ np.array([0.5, 0.2, 0.1])
     assert np.linalg.norm(from_euler - by_hand) > 0.1
+
+
+def test_a_urdf_beyond_the_joint_limit_is_refused_in_urdf_terms(tmp_path: Path,
+                                                               capsys) -> None:
+    links = "".join(f'<link name="l{i}"/>' for i in range(MAX_JOINTS + 1))
+    joints = "".join(f'<joint name="j{i}" type="fixed"><parent link="l{i}"/>'
+                     f'<child link="l{i + 1}"/></joint>' for i in range(MAX_JOINTS))
+    urdf = tmp_path / "long.urdf"
+    urdf.write_text(f'<robot name="r">{links}{joints}</robot>')
+    code, out, err = run(capsys, "import-urdf", urdf, "-o", tmp_path / "s.json")
+    one_error(code, out, err, f"long.urdf: robot: more than {MAX_JOINTS:,} skeleton joints")
+    assert not (tmp_path / "s.json").exists()
+
+
+def test_a_name_holding_nul_is_one_error_everywhere(tmp_path: Path, capsys) -> None:
+    """NUL ends a C string, a Blender bone name and a numpy string: "a\\0b" and "a\\0c"
+    would become one joint there, so no command takes it."""
+    skel = json.loads((PLANAR / "skeleton.json").read_text())
+    skel["joints"][-1]["name"] = "Hand\u0000x"
+    path = tmp_path / "s.json"
+    path.write_text(json.dumps(skel))
+    for argv in (["validate", path], ["fk", path],
+                 ["bake", path, PLANAR / "targets.json", "-o", tmp_path / "a.json"]):
+        code, out, err = run(capsys, *argv)
+        one_error(code, out, err, 'joints[3].name: must not hold a NUL character, got '
+                                  '"Hand\\u0000x"')
+
+
+def test_bake_many_quiet_prints_nothing_but_errors(tmp_path: Path, capsys) -> None:
+    clips = tmp_path / "clips"
+    (clips / "p").mkdir(parents=True)
+    for name in ("skeleton.json", "targets.json"):
+        (clips / "p" / name).write_bytes((PLANAR / name).read_bytes())
+    code, out, err = run(capsys, "bake-many", clips, "-o", tmp_path / "out", "--quiet")
+    assert (code, out, err) == (0, "", "")
+    assert (tmp_path / "out/p/animation.json").is_file()
