@@ -113,6 +113,7 @@ class BatchResult:
     results: list[JobResult]
     wall_time: float
     interrupted: str | None = None
+    run: str = ""  # the run's id, in the markers of the jobs it baked
 
     def count(self, status: str) -> int:
         return sum(r.status == status for r in self.results)
@@ -282,7 +283,7 @@ def run_jobs(
         for r in final:
             if r.status not in (DONE, SKIPPED):
                 tidy(os.path.join(outdir, r.name), by_name[r.name].inputs())
-    return BatchResult(final, time.perf_counter() - start, stop.reason)
+    return BatchResult(final, time.perf_counter() - start, stop.reason, run)
 
 
 def settle_interrupted(batch: BatchResult, jobs: Sequence[Job], outdir: str,
@@ -295,7 +296,7 @@ def settle_interrupted(batch: BatchResult, jobs: Sequence[Job], outdir: str,
     for k, r in enumerate(batch.results):
         folder = os.path.join(outdir, r.name)
         if r.status == NOT_RUN and up_to_date(by_name[r.name], outdir):
-            batch.results[k] = baked_result(by_name[r.name], outdir)
+            batch.results[k] = baked_result(replace(by_name[r.name], run=batch.run), outdir)
         if ours and batch.results[k].status not in (DONE, SKIPPED):
             tidy(folder, by_name[r.name].inputs())
 
