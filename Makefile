@@ -81,7 +81,7 @@ zip: $(BPYVENV)/.ok
 # zip installed in a fresh Blender profile (bpy 5.0.1); dhik fk, dhik bake and a Blender
 # bake of a sample scene run from them.
 test-install: $(VENV)/.ok $(BPYVENV)/.ok zip
-	DHIK_ZIP=$(ZIP) DHIK_BPY_PYTHON=$(BPYVENV)/bin/python \
+	DHIK_ZIP=$(CURDIR)/$(ZIP) DHIK_BPY_PYTHON=$(CURDIR)/$(BPYVENV)/bin/python \
 		$(VENV)/bin/python -m pytest tests/install
 
 # The test command of the README: lint, core tests (numpy 2), add-on tests in real Blender

@@ -135,7 +135,7 @@ def test_the_installed_wheel_runs_fk_and_bake(clean_venv: Path, tmp_path: Path) 
 
 def bpy_python() -> str:
     given = os.environ.get("DHIK_BPY_PYTHON")
-    path = Path(given) if given else ROOT / ".venv-bpy" / "bin" / "python"
+    path = Path(given).absolute() if given else ROOT / ".venv-bpy" / "bin" / "python"
     if not path.is_file():
         if given or os.environ.get("CI"):
             pytest.fail(f"no bpy interpreter at {path} (make .venv-bpy/.ok)")
@@ -147,7 +147,7 @@ def bpy_python() -> str:
 def extension_zip(tmp_path_factory: pytest.TempPathFactory) -> Path:
     given = os.environ.get("DHIK_ZIP")
     if given:
-        return Path(given)
+        return Path(given).absolute()
     out = tmp_path_factory.mktemp("dist")
     done = run([bpy_python(), str(ROOT / "tools" / "build_zip.py"), "--output-dir", str(out)])
     assert done.returncode == 0, done.stdout + done.stderr
