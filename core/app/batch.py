@@ -412,7 +412,17 @@ def bake_many(
     outdir = os.path.abspath(outdir)
     if os.path.exists(outdir) and not os.path.isdir(outdir):
         raise DhikError(f"{outdir}: exists and is not a folder")
-    reserved = check_report(report, jobs_path, jobs, outdir) if report else None
+    reserved = None
+    if report:
+        fresh = not os.path.exists(outdir)
+        if fresh and os.path.realpath(report).startswith(os.path.realpath(outdir) + os.sep):
+            os.makedirs(outdir)  # OUTDIR/summary.json: its folder is the run's own
+        try:
+            reserved = check_report(report, jobs_path, jobs, outdir)
+        except DhikError:
+            if fresh and os.path.isdir(outdir):
+                os.rmdir(outdir)
+            raise
     try:
         os.makedirs(outdir, exist_ok=True)
         bar = ProgressBar(sys.stderr, "job", quiet=quiet)

@@ -92,6 +92,19 @@ def test_report_may_not_name_the_manifest_an_input_or_a_jobs_files(tmp_path: Pat
     assert code == 0 and json.loads((out / "summary.json").read_text())["skipped"] == 2
 
 
+def test_report_into_a_new_outdir_is_written(tmp_path: Path, capsys) -> None:
+    """`-o out --report out/summary.json` on a first run: the report's folder is OUTDIR."""
+    jobs = manifest(tmp_path, [planar_job("a")])
+    code, _, err = bake_many(capsys, jobs, "-o", tmp_path / "out", "--report",
+                             tmp_path / "out" / "summary.json")
+    assert code == 0, err
+    assert json.loads((tmp_path / "out/summary.json").read_text())["done"] == 1
+    code, _, err = bake_many(capsys, jobs, "-o", tmp_path / "o2", "--report",
+                             tmp_path / "o2" / "a" / "x.json")
+    one_error(code, "", err, 'in the folder of job "a"')
+    assert not (tmp_path / "o2").exists()
+
+
 def test_report_into_a_missing_folder_fails_before_any_job(tmp_path: Path, capsys) -> None:
     jobs = manifest(tmp_path, [planar_job("a")])
     code, stdout, err = bake_many(capsys, jobs, "-o", tmp_path / "out", "--report",
