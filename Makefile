@@ -4,7 +4,8 @@ VENV := .venv
 BPYVENV := .venv-bpy
 SCENE ?= arm7
 
-.PHONY: test test-core test-addon lint demo bench zip clean typecheck typecheck-core test-addon-45 fuzz
+.PHONY: test test-core test-addon lint demo bench zip clean typecheck typecheck-core test-addon-45 \
+	test-install fuzz
 
 # Property tests (hypothesis) draw the same examples on every `make test` run: the "ci"
 # profile of tests/conftest.py is derandomized. `make fuzz` draws fresh random examples,
@@ -70,9 +71,31 @@ $(BPY45VENV)/.ok: pyproject.toml
 test-addon-45: $(BPY45VENV)/.ok
 	$(BPY45VENV)/bin/python -m pytest tests/addon
 
-# The test command of the README: lint, core tests (numpy 2), add-on tests in real Blender 5.0.1
-# (numpy 1.26) and 4.5 LTS, mypy on the add-on.
-test: lint test-core test-addon typecheck typecheck-core test-addon-45
+# The extension zip, built and validated by Blender's own tool (from the bpy wheel).
+VERSION := $(shell sed -n 's/^__version__ = "\(.*\)"/\1/p' core/__init__.py)
+ZIP := dist/dhik-$(VERSION).zip
+zip: $(BPYVENV)/.ok
+	$(BPYVENV)/bin/python tools/build_zip.py --output-dir dist
+
+# Installs that work: the wheel built from the sources and installed in a clean venv, the
+# zip installed in a fresh Blender profile (bpy 5.0.1); dhik fk, dhik bake and a Blender
+# bake of a sample scene run from them.
+test-install: $(VENV)/.ok $(BPYVENV)/.ok zip
+	DHIK_ZIP=$(CURDIR)/$(ZIP) DHIK_BPY_PYTHON=$(CURDIR)/$(BPYVENV)/bin/python \
+		$(VENV)/bin/python -m pytest tests/install
+
+# The test command of the README: lint, core tests (numpy 2), add-on tests in real Blender
+# 5.0.1 (numpy 1.26) and 4.5 LTS, mypy on the add-on and on the core, the installs. Every
+# part runs, whatever failed before it; the failed parts are named together at the end.
+TEST_PARTS := lint test-core test-addon typecheck typecheck-core test-addon-45 test-install
+test:
+	@failed=""; \
+	for part in $(TEST_PARTS); do \
+		echo "=== make $$part"; \
+		$(MAKE) --no-print-directory $$part || failed="$$failed $$part"; \
+	done; \
+	if [ -n "$$failed" ]; then echo "make test: FAILED:$$failed"; exit 1; fi; \
+	echo "make test: every part passed ($(TEST_PARTS))"
 
 # The main job: a headless Blender bake of a sample scene with the real add-on.
 demo: $(BPYVENV)/.ok

@@ -48,9 +48,22 @@ AXES = "xyz"
 
 
 def check_bone_names(defn: SkeletonDef, source: str) -> None:
-    """DhikError for joint names that Blender cannot keep as bone names."""
+    """DhikError for joint names that Blender cannot keep as bone names: longer than 63
+    bytes (truncated), holding NUL (cut there: another rig) or a lone surrogate (no UTF-8
+    for it: Blender's string conversion raised a traceback)."""
     for i, j in enumerate(defn.joints):
-        if len(j.name.encode("utf-8")) > MAX_BONE_NAME_BYTES:
+        try:
+            encoded = j.name.encode("utf-8")
+        except UnicodeEncodeError:
+            shown = j.name.encode("utf-8", "backslashreplace").decode("ascii", "replace")
+            raise DhikError.at(source, f"joints[{i}].name",
+                               f"{shown!r} holds a lone surrogate, which a Blender bone "
+                               "name cannot hold") from None
+        if "\0" in j.name:
+            raise DhikError.at(source, f"joints[{i}].name",
+                               f"{j.name!r} holds a NUL character, which ends a Blender "
+                               "bone name")
+        if len(encoded) > MAX_BONE_NAME_BYTES:
             raise DhikError.at(
                 source, f"joints[{i}].name",
                 f"{j.name!r} is longer than Blender's {MAX_BONE_NAME_BYTES}-byte bone names",

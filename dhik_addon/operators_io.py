@@ -10,9 +10,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import bpy
-from bpy.props import BoolProperty, StringProperty
+from bpy.props import BoolProperty, EnumProperty, StringProperty
 from bpy_extras.io_utils import ExportHelper, ImportHelper
 
+from ..core.app.arrays import array_writer, output_format
+from ..core.app.filesets import write_files
 from ..core.app.formats import (
     parse_skeleton,
     parse_targets,
@@ -279,13 +281,33 @@ def _exported_target(context: bpy.types.Context, ob: bpy.types.Object) -> tuple[
     return target_bone(context, None), bone
 
 
+ANIMATION_FORMATS = [
+    ("AUTO", "From Extension", "animation.json, or arrays for a .npz or .csv file name"),
+    ("JSON", "animation.json", "SPEC 3.3's file, with the scene's frame rate as \"fps\""),
+    ("NPZ", "NumPy Arrays (.npz)", "frames x joints arrays for robot learning: joint names "
+     "in skeleton order, root pose, fps, quaternions w, x, y, z"),
+    ("CSV", "CSV Table (.csv)", "the same arrays as one table, a header row and # lines"),
+]
+
+
+def scene_fps(scene: bpy.types.Scene) -> float:
+    """The scene's frame rate (frames per second): render fps / fps_base."""
+    return float(scene.render.fps) / float(scene.render.fps_base)
+
+
 class DHIK_OT_export_animation(bpy.types.Operator, _JsonExport):
-    """Write animation.json from the armature's keyed pose over the bake's frame range"""
+    """Write the armature's keyed pose over the bake's frame range: animation.json, or
+    frames x joints arrays (.npz, .csv) at the scene's frame rate"""
 
     bl_idname = "dhik.export_animation"
-    bl_label = "Export DHIK Animation (.json)"
+    bl_label = "Export DHIK Animation (.json, .npz, .csv)"
     bl_options = {"REGISTER", "UNDO"}
     default_name = "animation.json"
+    filter_glob: StringProperty(  # type: ignore[valid-type]
+        default="*.json;*.npz;*.csv", options={"HIDDEN"})
+    file_format: EnumProperty(  # type: ignore[valid-type]
+        name="Format", items=ANIMATION_FORMATS, default="AUTO",
+        description="What to write; the frame rate is the scene's (Output > Frame Rate)")
 
     @classmethod
     def poll(cls, context: bpy.types.Context) -> bool:
@@ -294,15 +316,35 @@ class DHIK_OT_export_animation(bpy.types.Operator, _JsonExport):
             cls.poll_message_set(problem)
         return problem is None
 
+    def check(self, context: bpy.types.Context) -> bool:
+        """The file browser's name follows the chosen format's extension."""
+        wanted = {"JSON": ".json", "NPZ": ".npz", "CSV": ".csv"}.get(self.file_format)
+        if wanted is None:
+            return False
+        path = Path(self.filepath)
+        if path.suffix.lower() == wanted:
+            return False
+        self.filepath = str(path.with_suffix(wanted))
+        return True
+
     def execute(self, context: bpy.types.Context) -> OperatorResult:
         ob = active_armature(context)
         assert ob is not None  # poll()
-        start, end = settings(context).frame_range(scene_of(context))
+        scene = scene_of(context)
+        start, end = settings(context).frame_range(scene)
+        given = None if self.file_format == "AUTO" else self.file_format.lower()
+        fps = scene_fps(scene)
         try:
+            fmt = output_format(given, self.filepath)
             frames = read_animation(context, ob, range(start, end + 1))
-            save_animation(frames, self.filepath)
+            if fmt == "json":
+                save_animation(frames, self.filepath, fps)
+            else:
+                writer = array_writer(fmt, read_skeleton(ob), frames, fps, self.filepath)
+                write_files([(self.filepath, writer)])
         except DhikError as err:
             self.report({"ERROR"}, str(err))
             return {"CANCELLED"}
-        self.report({"INFO"}, f"Wrote {len(frames)} frames to {self.filepath}")
+        self.report({"INFO"}, f"Wrote {len(frames)} frames ({fmt}, {fps:g} fps) to "
+                              f"{self.filepath}")
         return {"FINISHED"}

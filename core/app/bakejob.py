@@ -20,24 +20,37 @@ from typing import Any, TextIO
 from ..errors import DhikError
 from ..model.skeleton import Skeleton
 from ..solver.settings import SolverSettings
+from .arrays import FORMATS, array_writer, output_format
 from .bake import METHODS, BakeResult, EffectorTrack, simulate
-from .formats import load_animation, load_skeleton, load_targets, save_animation
-from .jsonio import atomic_write_text, check_outputs, dumps_json
+from .filesets import bytes_writer, text_writer, write_files
+from .formats import animation_writer, load_animation, load_skeleton, load_targets
+from .jsonio import check_outputs, dumps_json, parse_decimal
 from .trajectory import interpolate_keyframes
 
+#: The most iterations one solve may take (``--max-iterations``): each LM run of a robust
+#: trajectory is capped by it, so beyond this a bake of unreachable targets runs for hours.
+MAX_ITERATIONS = 10_000
+#: The most effectors one bake may drive (``--target``, a manifest's targets): 1,024
+#: independent arms bake 11 frames in 7.5 s here; a humanoid retarget uses 5 to 30.
+MAX_EFFECTORS = 256
 
-def positive(kind: type, minimum: float, inclusive: bool):  # noqa: ANN201
-    """An argparse type: ``kind(text)``, finite and ``>= minimum`` (or ``>``)."""
+
+def positive(kind: type, minimum: float, inclusive: bool,
+             maximum: float | None = None):  # noqa: ANN201
+    """An argparse type: ``kind(text)`` in ASCII decimal digits (:func:`.jsonio.parse_decimal`),
+    finite, ``>= minimum`` (or ``>``) and at most ``maximum``."""
 
     def convert(text: str) -> Any:
         try:
-            value = kind(text)
+            value = parse_decimal(text, kind)
         except ValueError:
             raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
         ok = math.isfinite(value) and (value >= minimum if inclusive else value > minimum)
         if not ok:
             sign = ">=" if inclusive else ">"
             raise argparse.ArgumentTypeError(f"must be {sign} {minimum}: {text!r}")
+        if maximum is not None and value > maximum:
+            raise argparse.ArgumentTypeError(f"must be at most {maximum:,}: {text!r}")
         return value
 
     return convert
@@ -54,17 +67,21 @@ BAKE_OPTIONS: tuple[tuple[str, dict[str, Any]], ...] = (
     ("--cold-start", {"action": "store_true",
                       "help": "solve every frame alone, from the T-pose (default: the frames "
                               "as one trajectory)"}),
-    ("--max-iterations", {"type": positive(int, 1, True), "default": _D.max_iterations,
+    ("--max-iterations", {"type": positive(int, 1, True, MAX_ITERATIONS),
+                          "default": _D.max_iterations,
                           "help": "most iterations of one solve (robust trajectories: of each "
-                                  "LM run, candidates and fills alike)"}),
+                                  f"LM run, candidates and fills alike); at most "
+                                  f"{MAX_ITERATIONS:,}"}),
     ("--position-tolerance", {"type": positive(float, 0, False),
                               "default": _D.position_tolerance, "metavar": "M"}),
     ("--orientation-tolerance", {"type": positive(float, 0, False),
                                  "default": _D.orientation_tolerance, "metavar": "RAD"}),
-    ("--damping", {"type": positive(float, 0, True), "default": _D.damping, "metavar": "L",
-                   "help": "spec method only (robust adapts its damping)"}),
+    ("--damping", {"type": positive(float, 0, True), "default": None, "metavar": "L",
+                   "help": f"spec method only (default {_D.damping}; robust adapts its "
+                           "damping, and refuses this)"}),
     ("--no-line-search", {"action": "store_true",
-                          "help": "spec method only (robust accepts or rejects whole steps)"}),
+                          "help": "spec method only (robust accepts or rejects whole steps, "
+                                  "and refuses this)"}),
     ("--chain-length", {"action": "append", "metavar": "[EFFECTOR=]N",
                         "help": "solve only the N joints ending at the effector (as Blender's "
                                 "IK counts bones; 0: up to the root, the default); the joints "
@@ -76,9 +93,18 @@ BAKE_OPTIONS: tuple[tuple[str, dict[str, Any]], ...] = (
     ("--driven", {"metavar": "ANIMATION.json",
                   "help": "values, frame by frame, of the joints the chains do not solve "
                           "(an animation.json; a frame takes its latest earlier entry)"}),
+    ("--fps", {"type": positive(float, 0, False), "default": None, "metavar": "FPS",
+               "help": "the frame rate (frames per second) written into the output: "
+                       "animation.json's \"fps\", the arrays' fps (needed by npz, csv)"}),
+    ("--format", {"choices": FORMATS, "default": None,
+                  "help": "the output's format: json (animation.json), npz or csv (frames x "
+                          "joints arrays with joint names, root pose, fps; quaternions w, x, "
+                          "y, z); default: the output's suffix, else json"}),
 )
 
-
+#: Options that act only with ``--method spec`` (BakeOptions field -> flag); the robust
+#: method refuses them rather than ignore them.
+SPEC_ONLY = {"damping": "--damping", "no_line_search": "--no-line-search"}
 def add_bake_options(parser: argparse.ArgumentParser) -> None:
     """Add :data:`BAKE_OPTIONS` to ``parser``."""
     for flag, kwargs in BAKE_OPTIONS:
@@ -94,11 +120,13 @@ class BakeOptions:
     max_iterations: int = _D.max_iterations
     position_tolerance: float = _D.position_tolerance  # metres
     orientation_tolerance: float = _D.orientation_tolerance  # radians
-    damping: float = _D.damping
+    damping: float | None = None  # spec only; None: SolverSettings' default
     no_line_search: bool = False
     chain_length: tuple[str, ...] = ()  # "[EFFECTOR=]N" each
     pole: tuple[str, ...] = ()  # "[EFFECTOR=]X,Y,Z[@ANGLE]" each
     driven: str | None = None  # animation.json
+    fps: float | None = None  # frames per second, written into the output
+    format: str | None = None  # json, npz, csv; None: from the output's suffix
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> BakeOptions:
@@ -113,9 +141,24 @@ class BakeOptions:
             max_iterations=self.max_iterations,
             position_tolerance=self.position_tolerance,
             orientation_tolerance=self.orientation_tolerance,
-            damping=self.damping,
+            damping=_D.damping if self.damping is None else self.damping,
             enable_line_search=not self.no_line_search,
         )
+
+    def problem(self, output: str = "") -> tuple[str, str] | None:
+        """``(option, problem)`` when these options do not go together, else None: a
+        spec-only option with the robust method (refused, not ignored), an array format
+        without ``--fps``."""
+        if self.method != "spec":
+            for name, flag in SPEC_ONLY.items():
+                value = getattr(self, name)
+                if value is not None and value is not False:
+                    return flag, (f"acts only with --method spec; the {self.method} method "
+                                  f"(the default) does not use it")
+        fmt = output_format(self.format, output)
+        if fmt != "json" and self.fps is None:
+            return f"--format {fmt}", "needs the frame rate (frames per second): give --fps"
+        return None
 
 
 @dataclass(frozen=True)
@@ -139,6 +182,8 @@ def bake_tracks(
         raise DhikError("give TARGETS or --target EFFECTOR=targets.json, not both")
     if tracks and effector is not None:
         raise DhikError("--effector goes with TARGETS; with --target name it as EFFECTOR=...")
+    if len(tracks) > MAX_EFFECTORS:
+        raise DhikError(f"{len(tracks):,} effectors: a bake drives at most {MAX_EFFECTORS}")
     if not tracks:
         if targets is None:
             raise DhikError("bake needs TARGETS or at least one --target EFFECTOR=targets.json")
@@ -180,15 +225,15 @@ def with_chains(tracks: list[EffectorTrack], options: BakeOptions) -> list[Effec
         n, pole, angle = 0, None, 0.0
         if t.name in lengths:
             text = lengths[t.name]
-            if not text.isdigit():
+            if not (text.isascii() and text.isdigit()):
                 raise DhikError(f"--chain-length {text!r}: must be an integer >= 0")
             n = int(text)
         if t.name in poles:
             text = poles[t.name]
             xyz, at, ang = text.partition("@")
             try:
-                pos = tuple(float(v) for v in xyz.split(","))
-                angle = float(ang) if at else 0.0
+                pos = tuple(parse_decimal(v) for v in xyz.split(","))
+                angle = parse_decimal(ang) if at else 0.0
             except ValueError:
                 pos = ()
             if len(pos) != 3 or not all(map(math.isfinite, (*pos, angle))):
@@ -208,12 +253,19 @@ def run_bake(
     report: str | None = None,
     progress: ProgressBar | None = None,
 ) -> BakeResult:
-    """Bake one clip: read the files, solve, write ``output`` then ``report`` (atomically).
+    """Bake one clip: read the files, solve, write ``output`` and ``report`` as a set.
 
     DhikError on bad input (nothing written); the result's records are the report's.
-    The outputs are checked before anything is read or solved, and the report's text is
-    built before animation.json is written.
+    The options and outputs are checked before anything is read or solved; both files'
+    contents are made before either is written, and neither replaces its old file unless
+    both were written (:func:`.filesets.write_files`: ``--report /dev/full`` leaves the
+    old animation.json). ``output`` is animation.json, or npz / csv arrays
+    (``options.format``, else its suffix) at ``options.fps``.
     """
+    clash = options.problem(output)
+    if clash is not None:
+        raise DhikError(f"{clash[0]}: {clash[1]}")
+    fmt = output_format(options.format, output)
     check_outputs([output, report],
                   [skeleton_path, targets, options.driven, *(t.path for t in tracks)])
     skeleton = Skeleton(load_skeleton(skeleton_path))
@@ -225,20 +277,28 @@ def run_bake(
         skeleton, effector_tracks, None, options.settings(), not options.cold_start, progress,
         method=options.method, driven=driven,
     )
-    report_text = dumps_json(result.report(), report) + "\n" if report else None
-    save_animation(result.frames, output)
-    if report and report_text is not None:
-        atomic_write_text(report, lambda f: f.write(report_text))
+    if fmt == "json":
+        writer = text_writer(animation_writer(result.frames, output, options.fps))
+    else:
+        assert options.fps is not None  # options.problem()
+        writer = array_writer(fmt, skeleton.defn, result.frames, options.fps, output)
+    items = [(output, writer)]
+    if report:
+        items.append((report, bytes_writer(
+            (dumps_json(result.report(), report) + "\n").encode("utf-8"))))
+    write_files(items)
     return result
 
 
 class ProgressBar:
-    """A one-line bar on a terminal (``done/total`` of some ``unit``); silent off a TTY."""
+    """A one-line bar on a terminal (``done/total`` of some ``unit``), on stderr by
+    default (stdout keeps the command's result); silent off a TTY or when ``quiet``."""
 
-    def __init__(self, stream: TextIO | None = None, unit: str = "frame") -> None:
-        self.stream = stream if stream is not None else sys.stdout
+    def __init__(self, stream: TextIO | None = None, unit: str = "frame",
+                 quiet: bool = False) -> None:
+        self.stream = stream if stream is not None else sys.stderr
         self.unit = unit
-        self.enabled = self.stream.isatty()
+        self.enabled = not quiet and self.stream is not None and self.stream.isatty()
         self.shown = -1
 
     def __call__(self, done: int, total: int) -> None:

@@ -1,7 +1,9 @@
 """The ``dhik`` command: bake, bake-many, fk, validate, import-urdf.
 
-Bad input or arguments print one ``dhik: error: ...`` line and exit with status 2;
-no traceback reaches the user.
+Bad input or arguments print one ``dhik: error: ...`` line on stderr and exit with status
+2; no traceback reaches the user. stdout carries each command's result (the summary line,
+fk's JSON, validate's verdicts); progress bars, warnings and errors go to stderr, and
+``--quiet`` keeps only the errors (and fk's JSON).
 """
 
 from __future__ import annotations
@@ -21,10 +23,13 @@ import numpy as np
 from .. import __version__
 from ..errors import DhikError
 from ..model.skeleton import Skeleton
+from .arrays import FORMATS
 from .bake import summary_line
 from .bakejob import BakeOptions, ProgressBar, TrackSpec, add_bake_options, positive, run_bake
 from .formats import (
+    EULER_TOLERANCE,
     detect_kind,
+    euler_quaternion_mismatches,
     load_animation,
     load_json,
     load_skeleton,
@@ -33,7 +38,10 @@ from .formats import (
     parse_targets,
     save_skeleton,
 )
-from .jsonio import check_outputs
+from .jsonio import check_outputs, one_line, parse_decimal
+
+#: The most worker processes ``dhik bake-many --workers`` starts.
+MAX_WORKERS = 1024
 
 
 class _Parser(argparse.ArgumentParser):
@@ -47,15 +55,19 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="dhik", description="Damped-least-squares IK bake (SPEC 5-6).")
     parser.add_argument("--version", action="version", version=f"dhik {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    common = _Parser(add_help=False)
+    common.add_argument("-q", "--quiet", action="store_true",
+                        help="print errors only: no progress bar, summary, verdict or warning")
 
     bake = sub.add_parser(
-        "bake", help="solve every target frame and write animation.json",
+        "bake", help="solve every target frame and write animation.json", parents=[common],
         usage="dhik bake SKELETON (TARGETS | --target EFFECTOR=TARGETS.json[:POS,ROT] ...) "
               "-o OUTPUT [options]")
     bake.add_argument("skeleton", help="skeleton.json")
     bake.add_argument("targets", nargs="?",
                       help="targets.json (keyframes of the effector); omit with --target")
-    bake.add_argument("-o", "--output", required=True, help="animation.json to write")
+    bake.add_argument("-o", "--output", required=True,
+                      help="animation.json to write (or .npz / .csv arrays, see --format)")
     bake.add_argument("--effector", help="effector joint (default: the single leaf)")
     bake.add_argument("--target", action="append", type=_track_spec, default=[],
                       metavar="EFFECTOR=TARGETS.json[:POS,ROT]",
@@ -65,32 +77,38 @@ def build_parser() -> argparse.ArgumentParser:
     bake.add_argument("--report", metavar="REPORT.json", help="write per-frame records")
 
     many = sub.add_parser(
-        "bake-many", help="bake many clips on all cores or on a Dask cluster",
+        "bake-many", help="bake many clips on all cores or on a Dask cluster", parents=[common],
         usage="dhik bake-many JOBS -o OUTDIR [--workers N] [--scheduler ADDRESS|local] "
-              "[--force] [--report REPORT.json]")
+              "[--force] [--report REPORT.json] [--format json|npz|csv] [--fps FPS]")
     many.add_argument("jobs", help="a folder of clip folders (skeleton.json + targets.json or "
                                    "targets_<EFFECTOR>.json files) or a jobs.json manifest")
     many.add_argument("-o", "--output", required=True, metavar="OUTDIR",
                       help="writes OUTDIR/<job>/animation.json and report.json")
-    many.add_argument("--workers", type=positive(int, 1, True), metavar="N",
-                      help="worker processes (default: one per core)")
+    many.add_argument("--workers", type=positive(int, 1, True, MAX_WORKERS), metavar="N",
+                      help=f"worker processes (default: one per core; at most {MAX_WORKERS})")
     many.add_argument("--scheduler", metavar="ADDRESS",
                       help="a Dask scheduler (tcp://HOST:PORT) or 'local' for a LocalCluster "
                            "(needs pip install 'dhik[cluster]')")
     many.add_argument("--force", action="store_true", help="bake up-to-date jobs again")
     many.add_argument("--report", metavar="REPORT.json",
                       help="write every job's status and error")
+    many.add_argument("--format", choices=FORMATS, default=None,
+                      help="every job's animation format (a manifest job's own format wins): "
+                           "OUTDIR/<job>/animation.json, .npz or .csv")
+    many.add_argument("--fps", type=positive(float, 0, False), default=None, metavar="FPS",
+                      help="every job's frame rate (a manifest job's own fps wins)")
 
-    fk = sub.add_parser("fk", help="world transform of every joint as JSON")
+    fk = sub.add_parser("fk", help="world transform of every joint as JSON", parents=[common])
     fk.add_argument("skeleton")
     fk.add_argument("--animation", help="animation.json to pose the skeleton from")
     fk.add_argument("--frame", type=int, help="frame of --animation")
 
-    val = sub.add_parser("validate", help="check skeleton/targets/animation files")
+    val = sub.add_parser("validate", help="check skeleton/targets/animation files",
+                         parents=[common])
     val.add_argument("files", nargs="+")
 
     urdf = sub.add_parser("import-urdf", help="convert a URDF robot to skeleton.json",
-                          usage="dhik import-urdf ROBOT.urdf -o SKELETON.json")
+                          usage="dhik import-urdf ROBOT.urdf -o SKELETON.json", parents=[common])
     urdf.add_argument("urdf", help="the robot's .urdf file")
     urdf.add_argument("-o", "--output", required=True, help="skeleton.json to write")
     return parser
@@ -108,7 +126,7 @@ def _track_spec(text: str) -> tuple[str, str, float, float]:
     match = _WEIGHTS.match(rest)
     if match:
         try:
-            weights = (float(match["pos"]), float(match["rot"]))
+            weights = (parse_decimal(match["pos"]), parse_decimal(match["rot"]))
         except ValueError:
             raise argparse.ArgumentTypeError(f"weights must be numbers: {text!r}") from None
         path = match["path"]
@@ -118,6 +136,31 @@ def _track_spec(text: str) -> tuple[str, str, float, float]:
     return name, path, weights[0], weights[1]
 
 
+def say(text: str) -> None:
+    """One line of the command's result on stdout, printable (:func:`.jsonio.one_line`);
+    DhikError naming stdout when it cannot be written (``> /dev/full``, a closed pipe)."""
+    try:
+        if sys.stdout is None:
+            raise OSError("stdout is closed")
+        sys.stdout.write(text + "\n")
+        sys.stdout.flush()
+    except (OSError, ValueError) as err:  # ValueError: a closed file object
+        _drop_stdout()
+        reason = err.strerror if isinstance(err, OSError) and err.strerror else str(err)
+        raise DhikError("stdout", f"cannot write: {reason}") from None
+
+
+def _drop_stdout() -> None:
+    """Point file descriptor 1 at /dev/null, so that the interpreter's last flush of what
+    could not be written does not fail again at exit."""
+    try:
+        fd = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(fd, 1)
+        os.close(fd)
+    except OSError:
+        pass
+
+
 def cmd_bake(args: argparse.Namespace) -> int:
     if sys.stdout is None or sys.stdout.closed:  # checked before solving, like the files
         raise DhikError("stdout is closed: nowhere to print the summary")
@@ -125,8 +168,10 @@ def cmd_bake(args: argparse.Namespace) -> int:
         raise DhikError("--effector: must be a joint name, got ''")
     tracks = [TrackSpec(*t) for t in args.target]
     result = run_bake(args.skeleton, args.targets, args.effector, tracks,
-                      BakeOptions.from_args(args), args.output, args.report, ProgressBar())
-    print(one_line(summary_line(result)))
+                      BakeOptions.from_args(args), args.output, args.report,
+                      ProgressBar(quiet=args.quiet))
+    if not args.quiet:
+        say(one_line(summary_line(result)))
     return 0
 
 
@@ -134,7 +179,8 @@ def cmd_bake_many(args: argparse.Namespace) -> int:
     from .batch import bake_many  # here: `dhik bake` need not import the batch machinery
 
     return bake_many(args.jobs, args.output, workers=args.workers, scheduler=args.scheduler,
-                     force=args.force, report=args.report)
+                     force=args.force, report=args.report, quiet=args.quiet,
+                     fmt=args.format, fps=args.fps)
 
 
 def cmd_fk(args: argparse.Namespace) -> int:
@@ -162,7 +208,7 @@ def cmd_fk(args: argparse.Namespace) -> int:
         source = args.animation if args.animation is not None else args.skeleton
         raise DhikError(f"{source}: forward kinematics overflows (a non-finite position "
                         "or rotation)") from None
-    sys.stdout.write(text + "\n")
+    say(text)
     return 0
 
 
@@ -180,11 +226,13 @@ def check_animation_joints(skeleton: Skeleton, frame: dict[str, Any], source: st
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
+    """Each file's verdict on stdout; its error (exit 2) or warning on stderr."""
     status = 0
     for path in args.files:
         try:
             data = load_json(path)
             kind = detect_kind(data, path)
+            warning = None
             if kind == "skeleton":
                 n = len(parse_skeleton(data, path).joints)
                 detail = f"{n} joints"
@@ -192,10 +240,22 @@ def cmd_validate(args: argparse.Namespace) -> int:
                 keys = parse_targets(data, path)
                 detail = f"{len(keys)} keyframes, frames 0..{keys[-1].frame}"
             else:
-                detail = f"{len(parse_animation(data, path))} frames"
-            print(one_line(f"{path}: ok ({kind}, {detail})"))
+                frames = parse_animation(data, path)
+                detail = f"{len(frames)} frames"
+                count, where, angle = euler_quaternion_mismatches(frames)
+                if count:
+                    warning = (f"{path}: {where}: euler is {angle:.3g} rad from the quaternion "
+                               f"({count} spherical entr{'ies' if count > 1 else 'y'} beyond "
+                               f"{EULER_TOLERANCE:g} rad); the quaternion is the joint's "
+                               "rotation, the euler only informs")
+            if not args.quiet:
+                say(one_line(f"{path}: ok ({kind}, {detail})"))
+                if warning:
+                    print(one_line(f"dhik: warning: {warning}"), file=sys.stderr)
         except DhikError as err:
-            print(one_line(f"dhik: error: {err}"))
+            if err.source == "stdout":
+                raise
+            print(one_line(f"dhik: error: {err}"), file=sys.stderr)
             status = 2
     return status
 
@@ -206,23 +266,16 @@ def cmd_import_urdf(args: argparse.Namespace) -> int:
 
     check_outputs([args.output], [args.urdf])  # never over the URDF, only where writable
     skeleton, warnings = load_urdf(args.urdf)
-    for warning in warnings:
-        print(one_line(f"dhik: warning: {warning}"), file=sys.stderr)
+    if not args.quiet:
+        for warning in warnings:
+            print(one_line(f"dhik: warning: {warning}"), file=sys.stderr)
     save_skeleton(skeleton, args.output)  # atomic: a temporary file, then a rename
     moving = sum(j.type != "fixed" for j in skeleton.joints)
-    print(f"dhik import-urdf: {args.output}: {len(skeleton.joints)} joints ({moving} moving), "
-          f"root {skeleton.root_name}, {len(warnings)} warning{'s' * (len(warnings) != 1)}")
+    if not args.quiet:
+        say(one_line(f"dhik import-urdf: {args.output}: {len(skeleton.joints)} joints "
+                     f"({moving} moving), root {skeleton.root_name}, {len(warnings)} "
+                     f"warning{'s' * (len(warnings) != 1)}"))
     return 0
-
-
-def one_line(text: str) -> str:
-    """``text`` as one printable line: line breaks and other control characters, and lone
-    surrogates (which no encoding can print), as backslash escapes."""
-    return _UNPRINTABLE.sub(lambda m: m[0].encode("unicode_escape", "backslashreplace")
-                            .decode("ascii"), text)
-
-
-_UNPRINTABLE = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff]")
 
 
 class _Terminated(KeyboardInterrupt):
@@ -266,8 +319,8 @@ def _main(argv: Sequence[str] | None) -> int:
         print(one_line(f"dhik: error: {err}"), file=sys.stderr)
         return 2
     except OSError as err:
-        name = err.filename if err.filename is not None else ""
-        print(one_line(f"dhik: error: {name}: {err.strerror or err}"), file=sys.stderr)
+        where = f"{err.filename}: " if err.filename is not None else ""
+        print(one_line(f"dhik: error: {where}{err.strerror or err}"), file=sys.stderr)
         return 2
     except _Terminated:
         print("dhik: terminated", file=sys.stderr)

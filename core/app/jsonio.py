@@ -15,12 +15,37 @@ from typing import Any, NoReturn, TextIO
 import numpy as np
 
 from ..errors import DhikError
+from .filesets import read_file
 
 _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
 def fail(source: str, path: str, problem: str) -> NoReturn:
     raise DhikError.at(source, path, problem)
+
+
+_DECIMAL = {int: re.compile(r"[+-]?[0-9]+"),
+            float: re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")}
+
+
+def parse_decimal(text: str, kind: type = float) -> Any:
+    """``text`` as an int or float written in ASCII decimal digits only (``1.5e-3``, ``-2``;
+    as URDF and XML Schema write numbers): ValueError for anything else, although Python
+    reads them: ``1_000``, Arabic-Indic or fullwidth digits, ``inf``, ``nan``, spaces."""
+    if not isinstance(text, str) or not _DECIMAL[kind].fullmatch(text):
+        raise ValueError(f"not a decimal number: {text!r}")
+    return kind(text)
+
+
+_UNPRINTABLE = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff]")
+
+
+def one_line(text: str) -> str:
+    """``text`` as one printable line: line breaks and other control characters (an ESC
+    sequence too), and lone surrogates (which no encoding can print), as backslash
+    escapes."""
+    return _UNPRINTABLE.sub(lambda m: m[0].encode("unicode_escape", "backslashreplace")
+                            .decode("ascii"), text)
 
 
 def show(value: Any) -> str:
@@ -90,15 +115,19 @@ def _reason(exc: OSError) -> str:
 
 
 def load_json(path: str | os.PathLike) -> Any:
-    """Read a UTF-8 JSON file (a BOM is allowed); DhikError if unreadable or invalid."""
+    """Read a UTF-8 JSON file (a BOM is allowed); DhikError if unreadable or invalid.
+
+    The file is read whole by :func:`.filesets.read_file`, so a bake that records its
+    reads knows the bytes it parsed."""
     source = str(path)
     try:
-        with open(path, encoding="utf-8-sig") as f:
-            text = f.read()
+        text = read_file(path).decode("utf-8-sig")
     except OSError as exc:
         fail(source, "", f"cannot read: {_reason(exc)}")
     except UnicodeDecodeError:
         fail(source, "", "cannot read: not UTF-8 text")
+    if "\r" in text:  # as text mode read it: universal newlines
+        text = text.replace("\r\n", "\n").replace("\r", "\n")
     try:
         return json.loads(text, object_pairs_hook=_no_duplicate_keys,
                           parse_constant=_not_json)
@@ -211,6 +240,17 @@ def _same_file(a: str, b: str) -> bool:
         return os.path.realpath(a) == os.path.realpath(b)
 
 
+def check_not_inputs(outputs: Sequence[str | os.PathLike | None],
+                     inputs: Sequence[str | os.PathLike | None]) -> None:
+    """DhikError when an output (None: not asked for) is one of the input files (the
+    same file by any path, a symlink too): writing it would replace an input."""
+    sources = [str(i) for i in inputs if i is not None]
+    for out in (str(o) for o in outputs if o is not None):
+        for src in sources:
+            if _same_file(out, src):
+                fail(out, "", f"cannot write: it is an input file ({src})")
+
+
 def check_outputs(outputs: Sequence[str | os.PathLike | None],
                   inputs: Sequence[str | os.PathLike | None]) -> None:
     """DhikError unless every output (None: not asked for) can be written
@@ -220,11 +260,8 @@ def check_outputs(outputs: Sequence[str | os.PathLike | None],
     replaces an input (``-o skeleton.json``).
     """
     given = [str(o) for o in outputs if o is not None]
-    sources = [str(i) for i in inputs if i is not None]
+    check_not_inputs(given, inputs)
     for k, out in enumerate(given):
-        for src in sources:
-            if _same_file(out, src):
-                fail(out, "", f"cannot write: it is an input file ({src})")
         for other in given[:k]:
             if _same_file(out, other):
                 fail(out, "", f"cannot write: {other} is written to the same file")

@@ -143,6 +143,22 @@ def test_long_joint_name_is_rejected_before_anything_is_created(tmp_path):
     assert len(bpy.data.objects) == 0
 
 
+@pytest.mark.parametrize("name, says", [
+    ("a\0b", "NUL"),  # Blender cut the name at the NUL: another rig, silently
+    ("bad\ud800", "lone surrogate"),  # a traceback inside the ERROR report
+])
+def test_names_a_bone_cannot_hold_are_one_error(name, says, tmp_path):
+    data = {"root_name": "root", "joints": [{"name": "root", "type": "fixed"},
+                                           {"name": name, "type": "revolute", "parent": "root",
+                                            "axis": [0, 0, 1], "offset": [0, 0, 1]}]}
+    path = write_json(tmp_path / "odd.json", data)
+    with pytest.raises(RuntimeError, match=says) as exc:
+        bpy.ops.dhik.import_skeleton(filepath=str(path))
+    assert "Traceback" not in str(exc.value) and str(exc.value).count("\n") <= 1
+    assert "joints[1].name" in str(exc.value)
+    assert len(bpy.data.objects) == 0 and len(bpy.data.armatures) == 0
+
+
 def test_unreadable_file_reports(tmp_path):
     with pytest.raises(RuntimeError, match="missing.json"):
         bpy.ops.dhik.import_skeleton(filepath=str(tmp_path / "missing.json"))

@@ -194,20 +194,38 @@ def test_panda_from_example_robot_data(ext, core):
 
 
 @pytest.mark.parametrize("text, message", [
-    ('<robot name="r"><link name="a"/><link name="b"/><joint name="j" type="floating">'
+    ('<robot name="r"><link name="a"/><link name="b"/><joint name="j" type="screw">'
      '<parent link="a"/><child link="b"/></joint></robot>',
-     r"joint\[name=j\]: a floating joint \(6 DoF\) cannot be expressed"),
+     r"joint\[name=j\]: unknown joint type 'screw'"),
     ('<!DOCTYPE r [<!ENTITY a "aaaa"><!ENTITY b "&a;&a;&a;">]><robot name="&b;">'
      '<link name="a"/></robot>', "DOCTYPE declarations are not accepted"),
+    # issue 19: pyexpat's ValueError / LookupError was a traceback in an ERROR report
+    ('<?xml version="1.0" encoding="UTF-7"?><robot name="r"><link name="a"/></robot>',
+     r"bad.urdf: cannot read: encoding 'UTF-7' is not supported"),
+    ('<?xml version="1.0" encoding="UTF-32"?><robot name="r"><link name="a"/></robot>',
+     r"bad.urdf: cannot read: encoding 'UTF-32' is not supported"),
+    ('<?xml version="1.0" encoding="nope"?><robot name="r"><link name="a"/></robot>',
+     r"bad.urdf: cannot read: encoding 'nope' is not supported"),
 ])
 def test_bad_urdf_reports_and_changes_nothing(tmp_path, text, message):
     path = tmp_path / "bad.urdf"
     path.write_text(text)
     before = (len(bpy.data.objects), len(bpy.data.armatures))
-    with pytest.raises(RuntimeError, match=message):
+    with pytest.raises(RuntimeError, match=message) as exc:
         bpy.ops.dhik.import_urdf(filepath=str(path))
+    assert "Traceback" not in str(exc.value) and str(exc.value).count("\n") <= 1
     assert (len(bpy.data.objects), len(bpy.data.armatures)) == before
     assert bpy.context.scene.dhik.armature is None
+
+
+def test_floating_base_imports_as_free_translation(tmp_path):
+    """A floating joint (issue 18): the bones root.tx, root.ty, root.tz and root."""
+    path = tmp_path / "free.urdf"
+    path.write_text('<robot name="r"><link name="world"/><link name="pelvis"/>'
+                    '<joint name="root" type="floating"><parent link="world"/>'
+                    '<child link="pelvis"/><origin xyz="0 0 1"/></joint></robot>')
+    ob = _import(path)
+    assert [b.name for b in ob.data.bones] == ["world", "root.tx", "root.ty", "root.tz", "root"]
 
 
 def test_file_browser_shows_urdf_files():

@@ -67,7 +67,7 @@ def test_bake_options_reach_the_solver(tmp_path: Path, capsys, monkeypatch) -> N
     args = ["bake", SCENES / "planar2/skeleton.json", SCENES / "planar2/targets.json",
             "-o", tmp_path / "a.json", "--report", tmp_path / "r.json", "--effector", "Hand",
             "--max-iterations", "7", "--position-tolerance", "1e-7",
-            "--orientation-tolerance", "1e-6", "--damping", "0.01", "--no-line-search"]
+            "--orientation-tolerance", "1e-6"]
     seen: list[SolverSettings] = []
     inner = bake.solve_path
 
@@ -90,12 +90,33 @@ def test_bake_options_reach_the_solver(tmp_path: Path, capsys, monkeypatch) -> N
     assert [(o.max_iterations, o.position_tolerance, o.orientation_tolerance)
             for o in seen] == [(7, 1e-7, 1e-6)]
     assert all(r["iterations"] >= 0 for r in rep["records"])
-    code, _, _ = run(capsys, *args, "--method", "spec", "-o", tmp_path / "s.json")
+    code, _, _ = run(capsys, *args, "--method", "spec", "-o", tmp_path / "s.json",
+                     "--damping", "0.01", "--no-line-search")
     rep = json.loads((tmp_path / "r.json").read_text())
     assert code == 0 and rep["method"] == "spec"
     assert rep["settings"]["damping"] == 0.01
     assert rep["settings"]["enable_line_search"] is False
     assert max(r["iterations"] for r in rep["records"]) <= 7
+    assert rep["settings"] == {"max_iterations": 7, "position_tolerance": 1e-7,
+                               "orientation_tolerance": 1e-6, "damping": 0.01,
+                               "enable_line_search": False, "line_search_alpha": 1.0,
+                               "line_search_alpha_min": 0.01}
+
+
+@pytest.mark.parametrize("flag", [["--damping", "0.01"], ["--damping", "0"],
+                                  ["--no-line-search"]])
+def test_spec_only_settings_are_refused_with_the_robust_method(flag: list[str], tmp_path: Path,
+                                                               capsys) -> None:
+    """--damping and --no-line-search did nothing with the robust method (the default)
+    while --report said they were set: now one line, exit 2, nothing written."""
+    out = tmp_path / "a.json"
+    for method in ([], ["--method", "robust"]):
+        code, stdout, err = run(capsys, "bake", SCENES / "planar2/skeleton.json",
+                                SCENES / "planar2/targets.json", "-o", out, *flag, *method)
+        assert code == 2 and stdout == ""
+        assert err == (f"dhik: error: {flag[0]}: acts only with --method spec; the robust "
+                       "method (the default) does not use it\n")
+        assert not out.exists()
 
 
 @pytest.mark.parametrize(
@@ -175,10 +196,14 @@ def test_validate_tells_kinds_and_fails_on_any_bad_file(tmp_path: Path, capsys) 
     assert code == 0
     kinds = [line.split("(")[1].split(",")[0] for line in out.strip().splitlines()]
     assert kinds == ["skeleton", "targets", "animation"]
-    code, out, _ = run(capsys, "validate", SCENES / "arm7/skeleton.json", bad)
+    code, out, err = run(capsys, "validate", SCENES / "arm7/skeleton.json", bad)
     assert code == 2
-    lines = out.strip().splitlines()
-    assert len(lines) == 2 and lines[1].startswith(f"dhik: error: {bad}: [0].pos")
+    # the verdict on stdout, the error on stderr (issue 19: errors never on stdout)
+    assert out.splitlines() == [f"{SCENES / 'arm7/skeleton.json'}: ok (skeleton, 9 joints)"]
+    lines = err.splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"dhik: error: {bad}: [0].pos")
+    code, out, err = run(capsys, "validate", "--quiet", SCENES / "arm7/skeleton.json", bad)
+    assert code == 2 and out == "" and len(err.splitlines()) == 1
 
 
 def test_console_script_and_python_m(tmp_path: Path) -> None:
@@ -194,10 +219,44 @@ def test_console_script_and_python_m(tmp_path: Path) -> None:
     assert done.returncode == 2 and done.stderr.count("\n") == 1
 
 
-def test_progress_bar_only_on_a_terminal(tmp_path: Path) -> None:
+def test_progress_bar_only_on_a_terminal_and_on_stderr(tmp_path: Path) -> None:
+    """The bar goes to stderr (a terminal), stdout carries the summary line only."""
     args = [sys.executable, "-m", "dhik", "bake", str(SCENES / "planar2/skeleton.json"),
             str(SCENES / "planar2/targets.json"), "-o", str(tmp_path / "a.json")]
-    proc, shown = run_on_terminal(args, "stdout")
+    proc, shown = run_on_terminal(args, "stderr")
     assert proc.returncode == 0
     assert "100% frame 120/120" in shown and "\r" in shown
-    assert shown.rstrip().splitlines()[-1].strip().endswith("s")  # the summary line last
+    assert proc.stdout.startswith("dhik bake: 120 frames") and "\r" not in proc.stdout
+    proc, shown = run_on_terminal(args, "stdout")  # stdout a terminal, stderr a pipe
+    assert proc.returncode == 0 and "%" not in shown and proc.stderr == ""
+    # --quiet: neither bar nor summary, the file written all the same
+    proc, shown = run_on_terminal([*args, "--quiet", "-o", str(tmp_path / "q.json")], "stderr")
+    assert proc.returncode == 0 and shown == "" and proc.stdout == ""
+    assert (tmp_path / "q.json").read_bytes() == (tmp_path / "a.json").read_bytes()
+
+
+def test_quiet_keeps_errors_only(tmp_path: Path, capsys) -> None:
+    s, t = SCENES / "planar2/skeleton.json", SCENES / "planar2/targets.json"
+    code, out, err = run(capsys, "bake", s, t, "-o", tmp_path / "a.json", "-q")
+    assert (code, out, err) == (0, "", "")
+    code, out, err = run(capsys, "validate", "--quiet", s, t)
+    assert (code, out, err) == (0, "", "")
+    code, out, err = run(capsys, "bake", s, "nope.json", "-o", tmp_path / "a.json", "-q")
+    assert code == 2 and out == "" and err.startswith("dhik: error: nope.json: ")
+    code, out, err = run(capsys, "fk", s, "--quiet")  # fk's JSON is its result: kept
+    assert code == 0 and "Hand" in json.loads(out)
+
+
+def test_stdout_that_cannot_be_written_is_named(tmp_path: Path) -> None:
+    """`dhik fk > /dev/full` said `dhik: error: : No space left on device`."""
+    if not os.path.exists("/dev/full"):
+        pytest.skip("no /dev/full")
+    for argv in (["fk", str(SCENES / "planar2/skeleton.json")],
+                 ["validate", str(SCENES / "planar2/skeleton.json")],
+                 ["bake", str(SCENES / "planar2/skeleton.json"),
+                  str(SCENES / "planar2/targets.json"), "-o", str(tmp_path / "a.json")]):
+        with open("/dev/full", "w") as full:
+            done = subprocess.run([sys.executable, "-m", "dhik", *argv], stdout=full,
+                                  stderr=subprocess.PIPE, text=True, check=False)
+        assert done.returncode == 2, done.stderr
+        assert done.stderr == "dhik: error: stdout: cannot write: No space left on device\n"

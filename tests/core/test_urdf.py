@@ -211,13 +211,9 @@ LIMIT = '<limit lower="-1" upper="1"/>'
 
 
 @pytest.mark.parametrize("body, links, expected", [
-    (_joint("j", "floating", "base", "a"), "base a",
-     "r.urdf: joint[name=j]: a floating joint (6 DoF) cannot be expressed in skeleton.json"),
-    (_joint("j", "planar", "base", "a"), "base a",
-     "r.urdf: joint[name=j]: a planar joint (3 DoF) cannot be expressed in skeleton.json"),
     (_joint("j", "screw", "base", "a"), "base a",
      "r.urdf: joint[name=j]: unknown joint type 'screw'; expected revolute, continuous, "
-     "prismatic or fixed"),
+     "prismatic, fixed, floating or planar"),
     (_joint("j", "fixed", "base", "a"), "base a b",
      "r.urdf: robot: several root links (base, b): a skeleton has one root; "
      "connect them with joints"),
@@ -249,13 +245,21 @@ LIMIT = '<limit lower="-1" upper="1"/>'
     (_joint("j", "prismatic", "base", "a", '<limit lower="1" upper="0"/>'), "base a",
      "r.urdf: joint[name=j].limit: lower 1.0 is greater than upper 0.0"),
     (_joint("j", "revolute", "base", "a", '<limit lower="-1" upper="nan"/>'), "base a",
-     "r.urdf: joint[name=j].limit.upper: must be a finite number, got 'nan'"),
+     "r.urdf: joint[name=j].limit.upper: must be a finite decimal number (ASCII digits), "
+     "got 'nan'"),
     (_joint("j", "revolute", "base", "a", '<axis xyz="0 0 0"/>' + LIMIT), "base a",
      "r.urdf: joint[name=j].axis.xyz: must be a non-zero 3-vector"),
     (_joint("j", "fixed", "base", "a", '<origin xyz="1 2"/>'), "base a",
-     "r.urdf: joint[name=j].origin.xyz: must be 3 finite numbers, got '1 2'"),
+     "r.urdf: joint[name=j].origin.xyz: must be 3 finite decimal numbers (ASCII digits), "
+     "got '1 2'"),
     (_joint("j", "fixed", "base", "a", '<origin rpy="0 x 0"/>'), "base a",
-     "r.urdf: joint[name=j].origin.rpy: must be 3 finite numbers, got '0 x 0'"),
+     "r.urdf: joint[name=j].origin.rpy: must be 3 finite decimal numbers (ASCII digits), "
+     "got '0 x 0'"),
+    # issue 19: in URDF terms, not the skeleton.json it becomes (joints[1].offset[0])
+    (_joint("j", "fixed", "base", "a", '<origin xyz="2e9 0 0"/>'), "base a",
+     "r.urdf: joint[name=j].origin.xyz: must be within +-1e+09 m, got '2e9 0 0'"),
+    (_joint("j", "floating", "base", "a", '<origin xyz="0 -5e9 0"/>'), "base a",
+     "r.urdf: joint[name=j].origin.xyz: must be within +-1e+09 m, got '0 -5e9 0'"),
 ])
 def test_bad_robot_is_one_clear_error(body: str, links: str, expected: str) -> None:
     with pytest.raises(DhikError) as exc:
@@ -418,12 +422,13 @@ def test_cli_import_urdf_bad_input_leaves_the_old_file(tmp_path: Path, capsys) -
 
     out = tmp_path / "skeleton.json"
     out.write_text("old")
-    (tmp_path / "r.urdf").write_text(_robot(_joint("j", "floating", "base", "a"), "base a"))
+    (tmp_path / "r.urdf").write_text(_robot(_joint("j", "screw", "base", "a"), "base a"))
     code = main(["import-urdf", str(tmp_path / "r.urdf"), "-o", str(out)])
     stdout, stderr = capsys.readouterr()
     assert (code, stdout) == (2, "")
-    assert stderr == (f"dhik: error: {tmp_path / 'r.urdf'}: joint[name=j]: a floating joint "
-                      "(6 DoF) cannot be expressed in skeleton.json\n")
+    assert stderr == (f"dhik: error: {tmp_path / 'r.urdf'}: joint[name=j]: unknown joint type "
+                      "'screw'; expected revolute, continuous, prismatic, fixed, floating or "
+                      "planar\n")
     assert out.read_text() == "old" and sorted(p.name for p in tmp_path.iterdir()) == [
         "r.urdf", "skeleton.json"]
     code = main(["import-urdf", str(tmp_path / "missing.urdf"), "-o", str(out)])
@@ -466,3 +471,182 @@ def test_cli_panda_import_then_bake(tmp_path: Path, capsys) -> None:
     report = json.loads((tmp_path / "report.json").read_text())
     assert code == 0 and report["frames"] == 61
     assert report["converged"] == 61 and "61/61 converged" in out, out
+
+
+# --------------------------------------------------------------------------- issue 19
+
+
+@pytest.mark.parametrize("encoding", ["UTF-7", "UTF-32", "utf-32-le", "shift_jis",
+                                      "no-such-encoding"])
+def test_encodings_expat_cannot_read_are_one_error(encoding: str) -> None:
+    """pyexpat raised ValueError ("multi-byte encodings are not supported") or LookupError:
+    a traceback from dhik import-urdf and from Blender's import."""
+    text = _robot("", "base").replace('version="1.0"?>', f'version="1.0" encoding="{encoding}"?>')
+    with pytest.raises(DhikError) as exc:
+        parse_urdf(text.encode("ascii"), "r.urdf")
+    assert str(exc.value) == (f"r.urdf: cannot read: encoding {encoding!r} is not supported "
+                              "(URDF files are UTF-8; UTF-16 and single-byte encodings are "
+                              "read too)")
+
+
+def test_utf32_bytes_are_one_error_and_readable_encodings_read() -> None:
+    with pytest.raises(DhikError, match="r.urdf: cannot read: UTF-32 text"):
+        parse_urdf(_robot("", "base").encode("utf-32"), "r.urdf")
+    body = _joint("gelenk\u00e4", "fixed", "base", "a")
+    for encoding in ("UTF-8", "UTF-16", "ISO-8859-1", "windows-1252"):
+        text = _robot(body, "base a").replace('version="1.0"?>',
+                                              f'version="1.0" encoding="{encoding}"?>')
+        skel, _ = parse_urdf(text.encode(encoding), "r.urdf")
+        assert [j.name for j in skel.joints] == ["base", "gelenk\u00e4"], encoding
+
+
+@pytest.mark.parametrize("number", ["1_000", "\u0661", "\uff11", "0x10", "1.5.", "inf",
+                                    "+-1", "\u00b9"])
+def test_numbers_are_ascii_xml_schema_decimals(number: str) -> None:
+    """float() reads '1_000', Arabic-Indic and fullwidth digits; URDF (XML Schema double)
+    does not."""
+    body = _joint("j", "fixed", "base", "a", f'<origin xyz="{number} 0 0"/>')
+    with pytest.raises(DhikError, match="origin.xyz: must be 3 finite decimal numbers"):
+        parse_urdf(_robot(body, "base a"), "r.urdf")
+    limit = _joint("k", "revolute", "base", "a", f'<limit lower="-1" upper="{number}"/>')
+    with pytest.raises(DhikError, match=r"limit.upper: must be a finite decimal number"):
+        parse_urdf(_robot(limit, "base a"), "r.urdf")
+
+
+@pytest.mark.parametrize("number, value", [("1", 1.0), ("-2.5e-3", -2.5e-3), (".5", 0.5),
+                                           ("3.", 3.0), ("+1E2", 100.0)])
+def test_xml_schema_decimals_read(number: str, value: float) -> None:
+    body = _joint("j", "fixed", "base", "a", f'<origin xyz="{number} 0\t0"/>')
+    skel, _ = parse_urdf(_robot(body, "base a"), "r.urdf")
+    assert skel.joints[1].offset == (value, 0.0, 0.0)
+
+
+def test_a_huge_attribute_is_not_echoed_whole() -> None:
+    huge = "1 " * 2_500_000  # 5 MB
+    body = _joint("j", "fixed", "base", "a", f'<origin xyz="{huge}"/>')
+    with pytest.raises(DhikError) as exc:
+        parse_urdf(_robot(body, "base a"), "r.urdf")
+    message = str(exc.value)
+    assert len(message) < 300 and "(5,000,000 characters)" in message, message
+    name = "n" * 1_000_000
+    with pytest.raises(DhikError) as exc:
+        parse_urdf(_robot(_joint(name, "screw", "base", "a"), "base a"), "r.urdf")
+    assert len(str(exc.value)) < 400 and "1,000,000 characters" in str(exc.value)
+
+
+# --------------------------------------------------------------------------- free joints
+
+
+def _free_robot(origin: str, planar_axis: str = "0 0 1") -> str:
+    """base -floating-> pelvis -revolute-> thigh -planar-> foot -fixed-> toe."""
+    body = (_joint("root", "floating", "base", "pelvis", origin)
+            + _joint("hip", "revolute", "pelvis", "thigh",
+                     '<origin xyz="0 0.1 -0.1" rpy="0.2 0 0"/><axis xyz="0 1 0"/>'
+                     '<limit lower="-1" upper="1" effort="1" velocity="1"/>')
+            + _joint("slide", "planar", "thigh", "foot",
+                     f'<origin xyz="0 0 -0.4" rpy="0 0.3 0.1"/><axis xyz="{planar_axis}"/>')
+            + _joint("toe_j", "fixed", "foot", "toe", '<origin xyz="0.1 0 0"/>'))
+    return _robot(body, "base pelvis thigh foot toe")
+
+
+def test_floating_and_planar_joints_import_as_free_translation() -> None:
+    """DECISIONS "Translation, free roots": floating X is X.tx, X.ty, X.tz (prismatic
+    along the joint frame's x, y, z) then the unlimited spherical X; planar X is X.tx,
+    X.ty in its plane then a revolute X about its axis."""
+    skel, warnings = parse_urdf(_free_robot('<origin xyz="0.3 0 1"/>'), "r.urdf")
+    assert warnings == []
+    by_name = {j.name: j for j in skel.joints}
+    assert [j.name for j in skel.joints] == [
+        "base", "root.tx", "root.ty", "root.tz", "root", "hip__origin", "hip",
+        "slide__origin", "slide.tx", "slide.ty", "slide", "toe_j"]
+    assert [(by_name[n].type, by_name[n].axis, by_name[n].limits) for n in
+            ("root.tx", "root.ty", "root.tz")] == [
+        ("prismatic", (1.0, 0.0, 0.0), None), ("prismatic", (0.0, 1.0, 0.0), None),
+        ("prismatic", (0.0, 0.0, 1.0), None)]
+    assert by_name["root.tx"].offset == (0.3, 0.0, 1.0) and by_name["root"].offset == (0, 0, 0)
+    assert (by_name["root"].type, by_name["root"].limits) == ("spherical", None)
+    assert [by_name[n].axis for n in ("slide.tx", "slide.ty", "slide")] == [
+        (1.0, 0.0, 0.0), (0.0, 1.0, 0.0), (0.0, 0.0, 1.0)]
+    assert by_name["slide"].type == "revolute" and by_name["slide"].limits is None
+
+
+def _free_fk_errors(text: str, configurations: int, seed: int) -> tuple[float, float]:
+    """dhik vs pinocchio on a robot with a floating and a planar joint (axis z: pinocchio's
+    planar joint always moves in its joint frame's XY plane, whatever the URDF axis)."""
+    import tempfile
+
+    pin = pytest.importorskip("pinocchio")
+    with tempfile.NamedTemporaryFile("w", suffix=".urdf", delete=False) as f:
+        f.write(text)
+    model = pin.buildModelFromUrdf(f.name)
+    Path(f.name).unlink()
+    data = model.createData()
+    skel, _ = parse_urdf(text, "r.urdf")
+    sk = Skeleton(skel)
+    rng = np.random.default_rng(seed)
+    pos_err = rot_err = 0.0
+    for _ in range(configurations):
+        p, x, y, theta, hip = rng.uniform(-1, 1, 3), *rng.uniform(-2, 2, 2), \
+            rng.uniform(-math.pi, math.pi), rng.uniform(-1, 1)
+        quat = rng.normal(size=4)
+        quat /= np.linalg.norm(quat)  # w, x, y, z
+        q = pin.neutral(model)
+        for name, values in (("root", [*p, *quat[1:], quat[0]]), ("hip", [hip]),
+                             ("slide", [x, y, math.cos(theta), math.sin(theta)])):
+            jm = model.joints[model.getJointId(name)]
+            q[jm.idx_q:jm.idx_q + jm.nq] = values
+        sk.set_joint_values({
+            "root.tx": {"type": "prismatic", "displacement": p[0]},
+            "root.ty": {"type": "prismatic", "displacement": p[1]},
+            "root.tz": {"type": "prismatic", "displacement": p[2]},
+            "root": {"type": "spherical", "euler": [0, 0, 0], "quaternion": quat.tolist()},
+            "hip": {"type": "revolute", "angle": hip},
+            "slide.tx": {"type": "prismatic", "displacement": x},
+            "slide.ty": {"type": "prismatic", "displacement": y},
+            "slide": {"type": "revolute", "angle": theta}})
+        pin.framesForwardKinematics(model, data, q)
+        for joint, link in (("root", "pelvis"), ("hip", "thigh"), ("slide", "foot"),
+                            ("toe_j", "toe")):
+            placement = data.oMf[model.getFrameId(link, pin.BODY)]
+            t = sk.joints[joint].global_transform
+            pos_err = max(pos_err, float(np.abs(t[:3, 3] - placement.translation).max()))
+            rot_err = max(rot_err, float(np.abs(t[:3, :3] - placement.rotation).max()))
+    return pos_err, rot_err
+
+
+@pytest.mark.parametrize("origin", ['<origin xyz="0.3 -0.2 1"/>',
+                                    '<origin xyz="0.3 -0.2 1" rpy="0.4 -0.3 1.2"/>'])
+def test_floating_and_planar_fk_match_pinocchio(origin: str) -> None:
+    """The free-flyer's and the planar joint's child links where pinocchio puts them (its
+    free-flyer translates along the joint frame's axes, then rotates; its planar joint
+    translates in the XY plane, then turns about Z), on random configurations."""
+    pos_err, rot_err = _free_fk_errors(_free_robot(origin), 100, seed=3)
+    assert pos_err <= 1e-12 and rot_err <= 1e-12, (pos_err, rot_err)
+
+
+@pytest.mark.parametrize("axis", ["1 0 0", "0 2 2", "0.3 -0.5 0.8"])
+def test_planar_joint_moves_in_the_plane_across_its_axis(axis: str) -> None:
+    """Any axis n (pinocchio ignores it): the foot's frame = the joint frame moved by
+    x u + y v, then turned about n; u, v, n right-handed and orthonormal, u and v in the
+    plane perpendicular to n (by hand, not by the importer's own helper)."""
+    skel, _ = parse_urdf(_free_robot('<origin xyz="0 0 1"/>', axis), "r.urdf")
+    by_name = {j.name: j for j in skel.joints}
+    u, v, n = (np.array(by_name[k].axis) for k in ("slide.tx", "slide.ty", "slide"))
+    n_urdf = np.array([float(c) for c in axis.split()])
+    np.testing.assert_allclose(n, n_urdf / np.linalg.norm(n_urdf), atol=1e-15)
+    np.testing.assert_allclose(np.stack([u, v, n]) @ np.stack([u, v, n]).T, np.eye(3),
+                               atol=1e-15)
+    assert np.linalg.det(np.stack([u, v, n])) == pytest.approx(1.0)
+    sk = Skeleton(skel)
+    before = sk.joints["slide"].global_transform.copy()
+    x, y, theta = 0.7, -0.4, 1.1
+    sk.set_joint_values({"slide.tx": {"type": "prismatic", "displacement": x},
+                         "slide.ty": {"type": "prismatic", "displacement": y},
+                         "slide": {"type": "revolute", "angle": theta}})
+    after = sk.joints["slide"].global_transform
+    frame = before[:3, :3]  # the joint frame (nothing above moved)
+    np.testing.assert_allclose(after[:3, 3], before[:3, 3] + frame @ (x * u + y * v),
+                               atol=1e-14)
+    np.testing.assert_allclose(after[:3, :3], frame @ _rodrigues(n, theta), atol=1e-14)
+    # the motion stays in the plane: no component along n
+    assert abs(float(np.linalg.inv(frame) @ (after[:3, 3] - before[:3, 3]) @ n)) < 1e-14
