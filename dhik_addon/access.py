@@ -69,3 +69,8 @@ def pose_of(ob: bpy.types.Object) -> bpy.types.Pose:
     if pose is None:
         raise DhikError.at(f"object {ob.name!r}", "", "has no pose (not an armature)")
     return pose
+
+
+def scene_fps(scene: bpy.types.Scene) -> float:
+    """The scene's frame rate (frames per second): render fps / fps_base."""
+    return float(scene.render.fps) / float(scene.render.fps_base)

@@ -35,7 +35,7 @@ from ..core.app.formats import save_animation
 from ..core.errors import DhikError
 from ..core.model.skeleton import Skeleton
 from ..core.solver.settings import SolverSettings
-from .access import scene_of
+from .access import scene_fps, scene_of
 from .bake_keys import (
     KeyPlan,
     check_current_action,
@@ -130,7 +130,7 @@ class BakeJob:
         result; ``plan``."""
         require_in_scene(scene_of(context), self.armature, "armature")
         if self.animation_path:
-            save_animation(result.frames, self.animation_path)
+            save_animation(result.frames, self.animation_path, scene_fps(scene_of(context)))
         nla = nla_in_use(self.armature)  # strips below: held channels keyed, not set
         if self.bake_action == "NEW":
             write_new(self.armature, plan, nla)

@@ -26,7 +26,7 @@ from ..core.app.jsonio import load_json
 from ..core.app.urdf import load_urdf
 from ..core.errors import DhikError
 from . import bone_refs
-from .access import armature_data, scene_of
+from .access import armature_data, scene_fps, scene_of
 from .animation import read_animation
 from .armature_build import create_armature
 from .armature_read import read_skeleton, skeleton_notes
@@ -288,11 +288,6 @@ ANIMATION_FORMATS = [
      "in skeleton order, root pose, fps, quaternions w, x, y, z"),
     ("CSV", "CSV Table (.csv)", "the same arrays as one table, a header row and # lines"),
 ]
-
-
-def scene_fps(scene: bpy.types.Scene) -> float:
-    """The scene's frame rate (frames per second): render fps / fps_base."""
-    return float(scene.render.fps) / float(scene.render.fps_base)
 
 
 class DHIK_OT_export_animation(bpy.types.Operator, _JsonExport):

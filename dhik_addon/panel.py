@@ -203,4 +203,4 @@ def menu_export(self: bpy.types.Menu, _context: bpy.types.Context) -> None:
     layout = layout_of(self)
     layout.operator("dhik.export_skeleton", text="DHIK Skeleton (.json)")
     layout.operator("dhik.export_targets", text="DHIK Targets (.json)")
-    layout.operator("dhik.export_animation", text="DHIK Animation (.json)")
+    layout.operator("dhik.export_animation", text="DHIK Animation (.json, .npz, .csv)")

@@ -36,6 +36,13 @@ def test_animation_json_carries_the_scenes_frame_rate(addon, tmp_path):
     assert len(data["frames"]) == 120
 
 
+def test_bake_iks_own_animation_json_carries_the_frame_rate(addon, tmp_path):
+    bpy.context.scene.render.fps, bpy.context.scene.render.fps_base = 25, 1
+    _setup_and_bake("planar2", tmp_path)
+    data = json.loads((tmp_path / "baked.json").read_text())
+    assert data["fps"] == 25.0 and len(data["frames"]) == 120
+
+
 @pytest.mark.parametrize("fmt", ["NPZ", "CSV", "AUTO"])
 def test_arrays_match_the_exported_animation_and_blenders_bones(fmt, addon, core, tmp_path):
     ob = _setup_and_bake("spec_example", tmp_path)
