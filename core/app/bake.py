@@ -177,7 +177,7 @@ def _spec_frames(model: CompiledKinematics, per_frame: Sequence[Sequence[NDArray
             model.reset()
         frame_driven = getattr(frame_targets, "driven", None)
         if frame_driven:
-            model.drive(frame_driven)  # type: ignore[attr-defined]
+            model.drive(frame_driven)
         target = frame_targets[0] if len(frame_targets) == 1 else list(frame_targets)
         res = solve_spec(model, target, settings)
         state = model.save()

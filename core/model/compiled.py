@@ -7,25 +7,21 @@ overhead dominates at a handful of joints). Frames: world. Units: metres, radian
 
 from __future__ import annotations
 
-import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, cast
 
 import numpy as np
 from numpy.typing import NDArray
 
 from ..floatmath import (
-    IDENT,
     INF,
     ZERO,
     Mat3,
     Quat,
     Vec3,
     axis_angle_mat,
-    axis_rot,
     euler_xyz_of,
     intrinsic_xyz,
-    mat_mul,
     quat_mat,
     quat_mul,
     quat_unit,
@@ -34,6 +30,18 @@ from ..floatmath import (
 from ..solver.chain import path_to_root
 from ..solver.joints import SYNC_THRESHOLD, JointNode, PrismaticJoint, RevoluteJoint
 from ..solver.kinematics import FIXED, PRISMATIC, REVOLUTE, SPHERICAL, VIRTUAL
+from .fkgen import (
+    DRIVEN,
+    Frames,
+    Op,
+    Step,
+    driven_op,
+    fixed_op,
+    prismatic_op,
+    revolute_op,
+    spherical_op,
+    straight_line_fk,
+)
 from .objects import union_chain
 from .skeleton import Skeleton
 from .spherical import SphericalJoint
@@ -41,231 +49,6 @@ from .spherical import SphericalJoint
 Array = NDArray[np.float64]
 # a save(): per column q and current limits, per spherical joint its quaternion
 State = tuple[list[float], list[float], list[float], list[Quat]]
-
-# ----------------------------------------------------------------------- compiled model
-
-Op = Callable[[], None]
-
-
-def _moved(rp: Mat3, pp: Vec3, off: Vec3) -> Vec3:
-    """``pp + rp @ off``: a child's origin from its parent's frame (m)."""
-    ox, oy, oz = off
-    return (
-        pp[0] + rp[0] * ox + rp[1] * oy + rp[2] * oz,
-        pp[1] + rp[3] * ox + rp[4] * oy + rp[5] * oz,
-        pp[2] + rp[6] * ox + rp[7] * oy + rp[8] * oz,
-    )
-
-
-class _Frames:
-    """FK output: per path joint its world rotation ``R`` and world position ``P`` (m);
-    per virtual column its world rotation ``V``
-    (with unfolded increments below the sync threshold, which only the Jacobian sees, as
-    in ``SphericalJoint.update_global_transform``). Index -1 (the last slot) is the world
-    frame."""
-
-    def __init__(self, joints: int, columns: int) -> None:
-        self.R: list[Mat3] = [IDENT] * (joints + 1)
-        self.P: list[Vec3] = [ZERO] * (joints + 1)
-        self.V: list[Mat3] = [IDENT] * columns
-
-
-def _fixed_op(f: _Frames, i: int, parent: int, off: Vec3, rot: Mat3 | None) -> Op:
-    R, P = f.R, f.P
-
-    def op() -> None:
-        rp = R[parent]
-        P[i] = _moved(rp, P[parent], off)
-        R[i] = rp if rot is None else mat_mul(rp, rot)
-
-    return op
-
-
-def _revolute_op(
-    f: _Frames, i: int, parent: int, off: Vec3, q: list[float], c: int, ax: int, axis: Vec3
-) -> Op:
-    """FK of a hinge: ``R = R_parent @ R_axis(q)``, ``p = p_parent + R_parent @ off``.
-
-    Coordinate axes get the rotation written out (the hot path of most rigs)."""
-    R, P = f.R, f.P
-    ox, oy, oz = off
-    cos, sin = math.cos, math.sin
-
-    if ax < 0:
-
-        def op() -> None:
-            rp = R[parent]
-            P[i] = _moved(rp, P[parent], off)
-            R[i] = mat_mul(rp, axis_angle_mat(axis, q[c]))
-
-        return op
-
-    def op_axis() -> None:
-        r0, r1, r2, r3, r4, r5, r6, r7, r8 = R[parent]
-        px, py, pz = P[parent]
-        P[i] = (px + r0 * ox + r1 * oy + r2 * oz, py + r3 * ox + r4 * oy + r5 * oz,
-                pz + r6 * ox + r7 * oy + r8 * oz)  # fmt: skip
-        a = q[c]
-        k, s = cos(a), sin(a)
-        if ax == 2:
-            R[i] = (k * r0 + s * r1, k * r1 - s * r0, r2,
-                           k * r3 + s * r4, k * r4 - s * r3, r5,
-                           k * r6 + s * r7, k * r7 - s * r6, r8)  # fmt: skip
-        elif ax == 1:
-            R[i] = (k * r0 - s * r2, r1, s * r0 + k * r2,
-                           k * r3 - s * r5, r4, s * r3 + k * r5,
-                           k * r6 - s * r8, r7, s * r6 + k * r8)  # fmt: skip
-        else:
-            R[i] = (r0, k * r1 + s * r2, k * r2 - s * r1,
-                           r3, k * r4 + s * r5, k * r5 - s * r4,
-                           r6, k * r7 + s * r8, k * r8 - s * r7)  # fmt: skip
-
-    return op_axis
-
-
-def _prismatic_op(f: _Frames, i: int, parent: int, off: Vec3, q: list[float], c: int,
-                  axis: Vec3) -> Op:  # fmt: skip
-    R, P = f.R, f.P
-    ax, ay, az = axis
-
-    def op() -> None:
-        rp = R[parent]
-        d = q[c]
-        R[i] = rp
-        P[i] = _moved(rp, P[parent], (off[0] + d * ax, off[1] + d * ay, off[2] + d * az))
-
-    return op
-
-
-def _spherical_op(
-    f: _Frames, i: int, parent: int, off: Vec3, model: CompiledKinematics, cols: tuple[int, ...],
-    s: int,
-) -> Op:  # fmt: skip
-    R, P, V = f.R, f.P, f.V
-    q, lo, hi, quats = model.q, model.lo, model.hi, model.quats
-    c1, c2, c3 = cols
-
-    def op() -> None:
-        a, b, g = q[c1], q[c2], q[c3]
-        if max(abs(a), abs(b), abs(g)) >= SYNC_THRESHOLD:  # fold (SPEC 4.3)
-            quats[s] = quat_unit(quat_mul(quats[s], intrinsic_xyz(a, b, g)))
-            for cc, v in ((c1, a), (c2, b), (c3, g)):
-                lo[cc] -= v
-                hi[cc] -= v
-                q[cc] = 0.0
-            a = b = g = 0.0
-        rp = R[parent]
-        P[i] = _moved(rp, P[parent], off)
-        r = mat_mul(rp, quat_mat(quats[s]))
-        R[i] = r  # children hang below the joint itself, not below v3
-        v1 = r if a == 0.0 else axis_rot(r, 0, a)  # unfolded (tiny) increments: Jacobian only
-        v2 = v1 if b == 0.0 else axis_rot(v1, 1, b)
-        V[c1], V[c2], V[c3] = v1, v2, v2 if g == 0.0 else axis_rot(v2, 2, g)
-
-    return op
-
-
-
-def _driven_op(f: _Frames, i: int, parent: int,
-               local: list[tuple[Mat3 | None, Vec3]]) -> Op:
-    """FK of a driven joint: its local rotation and offset are set from outside."""
-    R, P = f.R, f.P
-
-    def op() -> None:
-        rot, off = local[i]
-        rp = R[parent]
-        P[i] = _moved(rp, P[parent], off)
-        R[i] = rp if rot is None else mat_mul(rp, rot)
-
-    return op
-
-
-DRIVEN = 5  # a step kind of the compiled FK: a joint moved from outside, not solved
-
-# One FK step as data for the code generator: path joint, kind, parent, offset (m),
-# column, coordinate axis (or -1), fixed rotation (or None), and the closure doing it.
-Step = tuple[int, int, int, Vec3, int, int, "Mat3 | None", Op]
-
-
-def straight_line_fk(steps: list[Step], f: _Frames, q: list[float]) -> Op:
-    """Compile FK into one Python function with every constant inlined.
-
-    Hinges and sliders about coordinate axes and fixed joints become straight-line
-    float arithmetic on local variables (zero offset components and zero/one rotation
-    entries dropped: the same values as the closures); other joints call their closure.
-    Every joint's ``R``/``P`` is still stored for the Jacobian and the closures.
-    """
-    lines: list[str] = []
-    rot: dict[int, list[str]] = {}  # joint -> the 9 expressions of its world rotation
-    pos: dict[int, list[str]] = {}  # joint -> the 3 expressions of its world position
-
-    def frame(j: int) -> tuple[list[str], list[str]]:
-        if j not in rot:  # not computed here (static, or done by a closure): load it
-            tag = "w" if j < 0 else str(j)  # -1: the world frame in the last slot
-            rot[j] = [f"r{tag}_{k}" for k in range(9)]
-            pos[j] = [f"p{tag}_{k}" for k in range(3)]
-            lines.append(f"{', '.join(rot[j])} = R[{j}]")
-            lines.append(f"{', '.join(pos[j])} = P[{j}]")
-        return rot[j], pos[j]
-
-    def moved(r: list[str], p: list[str], off: list[str]) -> list[str]:
-        terms = []
-        for row in range(3):
-            t = [p[row]] + [f"{r[3 * row + k]} * {o}" for k, o in enumerate(off) if o != "0.0"]
-            terms.append(" + ".join(t))
-        return terms
-
-    for n, (i, kind, parent, off, c, ax, fixed_rot, _) in enumerate(steps):
-        inline = kind == FIXED or (kind in (REVOLUTE, PRISMATIC) and ax >= 0)
-        if not inline:
-            lines.append(f"ops[{n}]()")
-            rot.pop(i, None)
-            continue
-        r, p = frame(parent)
-        offs = [repr(float(v)) for v in off]
-        new_r = list(r)
-        if kind == REVOLUTE:
-            lines.append(f"v = q[{c}]")
-            lines.append("k = cos(v)")
-            lines.append("s = sin(v)")
-            a, b = {2: (0, 1), 1: (2, 0), 0: (1, 2)}[ax]  # R_axis mixes columns a and b
-            for row in range(3):
-                ra, rb = r[3 * row + a], r[3 * row + b]
-                na, nb = f"r{i}_{3 * row + a}", f"r{i}_{3 * row + b}"
-                if ax == 1:  # Ry: col0' = c col0 - s col2, col2' = s col0 + c col2
-                    lines.append(f"{nb} = k * {rb} - s * {ra}")
-                    lines.append(f"{na} = s * {rb} + k * {ra}")
-                else:  # Rz, Rx: col_a' = c col_a + s col_b, col_b' = c col_b - s col_a
-                    lines.append(f"{na} = k * {ra} + s * {rb}")
-                    lines.append(f"{nb} = k * {rb} - s * {ra}")
-                new_r[3 * row + a], new_r[3 * row + b] = na, nb
-        elif kind == PRISMATIC:
-            lines.append(f"v = q[{c}]")
-            offs[ax] = "v" if offs[ax] == "0.0" else f"({offs[ax]} + v)"
-        elif fixed_rot is not None:
-            for row in range(3):
-                for col in range(3):
-                    t = []
-                    for k in range(3):
-                        m = fixed_rot[3 * k + col]
-                        if m == 1.0:
-                            t.append(r[3 * row + k])
-                        elif m != 0.0:
-                            t.append(f"{r[3 * row + k]} * {m!r}")
-                    name = f"r{i}_{3 * row + col}"
-                    lines.append(f"{name} = {' + '.join(t) if t else '0.0'}")
-                    new_r[3 * row + col] = name
-        new_p = [f"p{i}_{k}" for k in range(3)]
-        for name, expr in zip(new_p, moved(r, p, offs), strict=True):
-            lines.append(f"{name} = {expr}")
-        rot[i], pos[i] = new_r, new_p
-        lines.append(f"R[{i}] = ({', '.join(new_r)})")
-        lines.append(f"P[{i}] = ({', '.join(new_p)})")
-    body = "\n".join("        " + ln for ln in lines) or "        pass"
-    src = f"def make(R, P, q, ops, cos, sin):\n    def fk():\n{body}\n    return fk\n"
-    namespace: dict[str, Any] = {}
-    exec(compile(src, "<dhik.model.compiled straight-line FK>", "exec"), namespace)  # noqa: S102
-    return namespace["make"](f.R, f.P, q, [st[7] for st in steps], math.cos, math.sin)
 
 
 class CompiledKinematics:
@@ -327,7 +110,7 @@ class CompiledKinematics:
         # per column: (kind, path joint, coordinate axis or -1, unit axis); owner joint
         self._col_info: list[tuple[int, int, int, Vec3]] = [(REVOLUTE, 0, -1, ZERO)] * self.n
         self.column_joint: list[tuple[str, int]] = [("", -1)] * self.n
-        self._frames = f = _Frames(len(order), self.n)
+        self._frames = f = Frames(len(order), self.n)
         static: list[Op] = []
         steps: list[Step] = []
         moving: set[int] = set()
@@ -343,7 +126,7 @@ class CompiledKinematics:
                 self.driven_names.append(name)
                 self._driven[name] = (i, j)
                 self._driven_local[i] = (None, off)
-                op = _driven_op(f, i, parent, self._driven_local)
+                op = driven_op(f, i, parent, self._driven_local)
                 step = (i, DRIVEN, parent, off, -1, -1, None, op)
                 moving.add(i)
             elif isinstance(j, RevoluteJoint | PrismaticJoint):
@@ -351,9 +134,9 @@ class CompiledKinematics:
                 axis: Vec3 = tuple(float(v) for v in j.axis)  # type: ignore[assignment]
                 ax = axis.index(1.0) if sorted(axis) == [0.0, 0.0, 1.0] else -1
                 if isinstance(j, RevoluteJoint):
-                    kind, op = REVOLUTE, _revolute_op(f, i, parent, off, self.q, c, ax, axis)
+                    kind, op = REVOLUTE, revolute_op(f, i, parent, off, self.q, c, ax, axis)
                 else:
-                    kind, op = PRISMATIC, _prismatic_op(f, i, parent, off, self.q, c, axis)
+                    kind, op = PRISMATIC, prismatic_op(f, i, parent, off, self.q, c, axis)
                 self._col_info[c] = (kind, i, ax, axis)
                 step = (i, kind, parent, off, c, ax, None, op)
                 self.column_joint[c] = (name, -1)
@@ -362,7 +145,7 @@ class CompiledKinematics:
                 moving.add(i)
             elif isinstance(j, SphericalJoint):
                 cs = tuple(col[v.name] for v in j.virtual_chain)
-                op = _spherical_op(f, i, parent, off, self, cs, len(self.spherical_names))
+                op = spherical_op(f, i, parent, off, self, cs, len(self.spherical_names))
                 step = (i, SPHERICAL, parent, off, -1, -1, None, op)
                 self.spherical_names.append(name)
                 self.spherical_columns.append(cs)  # type: ignore[arg-type]
@@ -376,7 +159,7 @@ class CompiledKinematics:
             else:
                 quat = tuple(float(v) for v in j.quaternion)  # type: ignore[attr-defined]
                 rot = None if quat == (1.0, 0.0, 0.0, 0.0) else quat_mat(quat)
-                op = _fixed_op(f, i, parent, off, rot)
+                op = fixed_op(f, i, parent, off, rot)
                 step = (i, FIXED, parent, off, -1, -1, rot, op)
                 if parent in moving:
                     moving.add(i)

@@ -188,13 +188,12 @@ class BatchedModel:
         # per effector: the lengths of the offsets from its first solved joint down (m)
         self._reach = np.zeros(len(self.effectors))
         for k in range(len(self.effectors)):
-            moving = [index[name] for name in self.chains[k]
-                      if self._steps[index[name]].col >= 0]
-            if moving:
-                chain = [index[name] for name in self.chains[k]]
-                below = chain[chain.index(moving[0]) + 1:]
-                self._reach[k] = float(sum(np.linalg.norm(self._steps[i].offset)
-                                           for i in below))
+            steps_k = [index[name] for name in self.chains[k]]
+            moving_k = [i for i in steps_k if self._steps[i].col >= 0]
+            if moving_k:
+                below = steps_k[steps_k.index(moving_k[0]) + 1:]
+                self._reach[k] = sum(float(np.linalg.norm(self._steps[i].offset))
+                                     for i in below)
         # per column: a hinge angle without limits (within +-SEARCH_LIMIT rad), whose
         # value matters modulo a turn
         self.wraps = (self.kinds == REVOLUTE) & (np.abs(self.lo) > SEARCH_LIMIT) \
@@ -252,8 +251,9 @@ class BatchedModel:
                     origins[st.col] = p  # type: ignore[index]
             elif st.rotvec:  # R = exp([v]x), v the joint's three coordinates
                 j = rv_index[st.col]
+                assert rv_local is not None
                 stacked = np.stack(np.broadcast_arrays(*rp))  # (3 columns, 3, k)
-                r = tuple(np.einsum("ick,ijk->jck", stacked, rv_local[j]))  # type: ignore[assignment]
+                r = tuple(np.einsum("ick,ijk->jck", stacked, rv_local[j]))
                 if columns:
                     assert rv_left is not None
                     axes[st.col:st.col + 3] = np.einsum("ick,ijk->jck", stacked, rv_left[j])  # type: ignore[index]

@@ -10,18 +10,19 @@ space, solved, and the answer written back into the joint objects. Targets are w
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 from numpy.typing import ArrayLike
 
+from ..floatmath import Quat
 from ..rotations import matrix_to_quat
 from ..solver.chain import build_ik_chain
 from ..solver.dls import solve as solve_spec_objects
 from ..solver.joints import FixedJoint, JointNode, PrismaticJoint, RevoluteJoint
 from ..solver.lm import solve_one
 from ..solver.settings import SolveResult, SolverSettings
-from .definition import JointDef, SkeletonDef
+from .definition import JointDef, Range, SkeletonDef
 from .joint_space import BatchedModel
 from .spherical import SphericalJoint
 
@@ -38,7 +39,7 @@ def definition_of(root: JointNode) -> SkeletonDef:
     if root.parent is not None:
         g = root.parent.global_transform
         joints.append(JointDef(WORLD, "fixed", _xyz(g[:3, 3]), None, None, None,
-                               tuple(float(v) for v in matrix_to_quat(g[:3, :3]))))
+                               cast(Quat, tuple(float(v) for v in matrix_to_quat(g[:3, :3])))))
         top = WORLD
     stack: list[tuple[JointNode, str | None]] = [(root, top)]
     while stack:
@@ -47,7 +48,8 @@ def definition_of(root: JointNode) -> SkeletonDef:
         if isinstance(node, RevoluteJoint | PrismaticJoint):
             kind = "revolute" if isinstance(node, RevoluteJoint) else "prismatic"
             joints.append(JointDef(node.name, kind, offset, parent, _xyz(node.axis),
-                                   None if node.limits is None else tuple(node.limits)))
+                                   None if node.limits is None
+                                   else cast(Range, tuple(node.limits))))
         elif isinstance(node, SphericalJoint):
             lims = tuple(None if lim is None else (float(lim[0]), float(lim[1]))
                          for lim in node.limits)
