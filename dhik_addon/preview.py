@@ -37,9 +37,7 @@ and tests without an event loop call :func:`settle`.
 
 from __future__ import annotations
 
-import json
 import sys
-import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -47,19 +45,16 @@ from typing import Any
 import bpy
 import numpy as np
 
-from ..core.app.bake import BakeResult
 from ..core.app.live import LiveSolver
 from ..core.errors import DhikError
-from .access import pose_of
-from .bake_job import BakeCancelled, BakeJob, BakeRig, Preparation
-from .bake_keys import REST, bone_channels, bone_joints, held_props, rotation_prop
+from .bake_job import BakeJob, BakeRig, Preparation
 from .frames import PAUSED
+from .preview_plan import Plan, flat_numbers, job_inputs
+from .preview_pose import pose_bones, restore_channels, save_channels
 from .props import DHIK_PG_settings, on_live_preview, scene_settings
 from .safety import require_in_scene
 from .targets import armature_space_poses
 
-CHANNELS = ("location", "rotation_quaternion", "rotation_euler", "rotation_axis_angle",
-            "scale")  # what is saved and restored per bone
 # scene.dhik properties that do not change what the preview solves (the others, when
 # changed, restart it), besides the last bake's results (``result_*``)
 NOT_SOLVED = {"live_preview", "preview_saved", "preview_error", "animation_path",
@@ -76,21 +71,6 @@ CHANGED = "inputs changed: a single-frame solve until the range is planned again
 
 
 @dataclass
-class _Plan:
-    """A bake of the range for one generation of the inputs: its frames' inputs as the
-    bake read them, and, when the worker is done, each frame's solved joint values."""
-
-    generation: int
-    job: BakeJob
-    inputs: dict[int, list[np.ndarray]]
-    thread: threading.Thread | None = None
-    cancel: threading.Event = field(default_factory=threading.Event)
-    result: BakeResult | None = None
-    error: BaseException | None = None
-    values: dict[int, dict[str, Any]] | None = None  # frame -> solved joints' entries
-
-
-@dataclass
 class _Live:
     """One scene's preview between updates."""
 
@@ -99,7 +79,7 @@ class _Live:
     solver: LiveSolver
     generation: int = 0  # counts changes of the inputs
     changed_at: float = 0.0  # perf_counter of the last change
-    plan: _Plan | None = None
+    plan: Plan | None = None
     reading: Preparation | None = None  # the range being read for the next plan
     reading_for: int = -1  # the generation it is read for
     status: str = PLANNING
@@ -134,7 +114,7 @@ def stop(scene: bpy.types.Scene) -> None:
     if live is not None and live.plan is not None:
         live.plan.cancel.set()
     try:
-        _restore(scene)
+        restore_channels(scene)
     except Exception as err:  # a handler must not raise; the pose stays as it is
         print(f"dhik: live preview: could not restore the pose: {err}", file=sys.stderr)
     _sync_handlers()
@@ -352,7 +332,7 @@ def _frame_inputs(live: _Live, depsgraph: bpy.types.Depsgraph) -> list[np.ndarra
     out += [np.array(t.pole[0][1], dtype=float) for t in tracks if t.pole is not None]
     driven = rig.driven_values()
     live.driven = driven  # the solve of this frame reads them too
-    return out + [np.array(_flat(driven[name]), dtype=float) for name in rig.driven_names]
+    return out + [np.array(flat_numbers(driven[name]), dtype=float) for name in rig.driven_names]
 
 
 def _update(scene: bpy.types.Scene, s: DHIK_PG_settings,
@@ -386,7 +366,7 @@ def _update(scene: bpy.types.Scene, s: DHIK_PG_settings,
         _changed(live)  # the user moved something the plan read: plan again later
     if _ready(live) and frame in plan.inputs:  # type: ignore[union-attr]
         assert plan is not None and plan.values is not None
-        _pose(rig, plan.values[frame])
+        pose_bones(rig, plan.values[frame])
         live.solver.reset(plan.values[frame])  # single-frame solves go on from here
         live.shown, live.status = frame, PLANNED
         return
@@ -416,7 +396,7 @@ def _solve_frame(live: _Live, scene: bpy.types.Scene, inputs: list[np.ndarray]) 
         live.status = PLANNING
     else:
         live.status = CHANGED
-    _pose(rig, {**driven, **res.values})
+    pose_bones(rig, {**driven, **res.values})
 
 
 def _same(a: list[np.ndarray], b: list[np.ndarray]) -> bool:
@@ -441,16 +421,6 @@ def _xyz(v: Any) -> tuple[float, float, float]:
     return float(v[0]), float(v[1]), float(v[2])
 
 
-def _flat(entry: dict[str, Any]) -> list[float]:
-    """The numbers of a SPEC 3.3 entry (for comparing driven values)."""
-    out: list[float] = []
-    for k in ("angle", "displacement", "quaternion"):
-        v = entry.get(k)
-        if v is not None:
-            out.extend(np.ravel(np.asarray(v, dtype=float)).tolist())
-    return out
-
-
 def _start(scene: bpy.types.Scene, signature: tuple[Any, ...]) -> _Live:
     """Read the rig, save the channels of the bones the preview sets, and set up the
     single-frame solver (started from the bones' current pose); planning starts on the
@@ -458,7 +428,7 @@ def _start(scene: bpy.types.Scene, signature: tuple[Any, ...]) -> _Live:
     rig = BakeRig.read(scene)
     s = scene_settings(scene)
     s.preview_error = ""
-    _save(scene, rig)
+    save_channels(scene, rig)
     current = rig.pose_values([n for n in rig.solved if rig.maps[n].channel is not None])
     tracks = rig.tracks([[(0, np.eye(4))] for _ in rig.objects])
     solver = LiveSolver(rig.skeleton, tracks, rig.settings)
@@ -467,36 +437,6 @@ def _start(scene: bpy.types.Scene, signature: tuple[Any, ...]) -> _Live:
     _LIVE[scene.name_full] = live
     _sync_handlers()
     return live
-
-
-def _pose(rig: BakeRig, values: dict[str, dict[str, Any]]) -> None:
-    """Set the solved bones' channels to ``values`` (SPEC 3.3 entries of every joint on
-    the paths) as a bake keys them (:func:`~.bake_keys.bone_channels` of one frame: each
-    bone's rotation mode, Euler angles continued from the current ones, a bone's
-    translation joints on its location); their other transform channels at rest, as a
-    bake holds them."""
-    bones = pose_of(rig.armature).bones
-    names = [n for n in rig.solved if n in values and rig.maps[n].channel is not None]
-    if not names:
-        return
-    before = {}
-    for n in names:
-        if rig.maps[n].channel != "location":
-            pb = bones[rig.maps[n].bone]
-            before[n] = np.array(getattr(pb, rotation_prop(pb.rotation_mode)), dtype=float)
-    owners = _OWNERS.get(id(rig))
-    if owners is None:
-        owners = _OWNERS[id(rig)] = bone_joints(rig.maps)
-    for bone, covered, prop, _kind, rows in bone_channels(
-            rig.armature, rig.maps, [{"frame": 0, "joints": values}], names, before, owners):
-        pb = bones[bone]
-        if prop is not None:
-            setattr(pb, prop, rows[0].tolist())
-        for held in held_props(pb, covered):
-            setattr(pb, held, REST[held])
-
-
-_OWNERS: dict[int, dict[str, tuple[str | None, list[str]]]] = {}  # per rig: bone_joints
 
 
 # --------------------------------------------------------------------------- the planner
@@ -549,40 +489,11 @@ def _step(scene: bpy.types.Scene) -> None:
 
 def _begin(scene: bpy.types.Scene, live: _Live, job: BakeJob) -> None:
     """Solve the range ``job`` read in a worker thread."""
-    plan = _Plan(live.generation, job, _job_inputs(job, live.rig))
-
-    def run() -> None:
-        def progress(_done: int, _total: int) -> None:
-            if plan.cancel.is_set():
-                raise BakeCancelled
-
-        try:
-            plan.result = job.solve(progress)
-        except BakeCancelled:
-            pass
-        except BaseException as err:  # taken up on the main thread
-            plan.error = err
-
-    plan.thread = threading.Thread(target=run, name="dhik-preview-plan", daemon=True)
-    live.plan = plan
+    live.plan = Plan.start(live.generation, job, job_inputs(job, live.rig))
     live.status = PLANNING
-    plan.thread.start()
 
 
-def _job_inputs(job: BakeJob, rig: BakeRig) -> dict[int, list[np.ndarray]]:
-    """Per frame of the job, what :func:`_frame_inputs` reads, as the job read it."""
-    out: dict[int, list[np.ndarray]] = {}
-    driven = dict(job.driven) if job.driven else {}
-    for k, (frame, _) in enumerate(job.tracks[0].targets):
-        row = [t.targets[k][1] for t in job.tracks]
-        row += [np.array(t.pole[k][1], dtype=float) for t in job.tracks if t.pole is not None]
-        given = driven.get(frame, {})
-        row += [np.array(_flat(given[name]), dtype=float) for name in rig.driven_names]
-        out[int(frame)] = row
-    return out
-
-
-def _finish(scene: bpy.types.Scene, live: _Live, plan: _Plan) -> None:
+def _finish(scene: bpy.types.Scene, live: _Live, plan: Plan) -> None:
     """A worker is done: keep its frames' joint values and show the current frame."""
     if plan.error is not None:
         raise plan.error
@@ -596,7 +507,7 @@ def _finish(scene: bpy.types.Scene, live: _Live, plan: _Plan) -> None:
         try:
             inputs = _frame_inputs(live, bpy.context.evaluated_depsgraph_get())
             if _same(inputs, plan.inputs[frame]):
-                _pose(live.rig, plan.values[frame])
+                pose_bones(live.rig, plan.values[frame])
                 live.solver.reset(plan.values[frame])
                 live.shown, live.status = frame, PLANNED
             else:
@@ -605,41 +516,3 @@ def _finish(scene: bpy.types.Scene, live: _Live, plan: _Plan) -> None:
             _BUSY.discard(scene.name_full)
     else:
         live.status = OUTSIDE
-
-
-# --------------------------------------------------------------------------- saved pose
-
-
-def _save(scene: bpy.types.Scene, rig: BakeRig) -> None:
-    """Keep the channels of the bones the preview sets in ``scene.dhik.preview_saved``.
-
-    Channels already saved for the same armature are kept: a file saved while previewing
-    (or an undo step) still restores the pose from before the preview."""
-    s = scene_settings(scene)
-    bones = pose_of(rig.armature).bones
-    keyed = dict.fromkeys(rig.maps[n].bone for n in rig.solved)  # bones, in order
-    saved = {name: {prop: [float(v) for v in getattr(bones[name], prop)] for prop in CHANNELS}
-             for name in keyed if name in bones}
-    if s.preview_saved:
-        earlier = json.loads(s.preview_saved)
-        if earlier.get("armature") == rig.armature.name:
-            saved.update(earlier["bones"])
-    s.preview_saved = json.dumps({"armature": rig.armature.name, "bones": saved})
-
-
-def _restore(scene: bpy.types.Scene) -> None:
-    """Write the saved channels back (bones and armature that still exist) and forget them."""
-    s = getattr(scene, "dhik", None)
-    if s is None or not s.preview_saved:
-        return
-    data = json.loads(s.preview_saved)
-    s.preview_saved = ""
-    ob = bpy.data.objects.get(data["armature"])
-    if ob is None or ob.type != "ARMATURE" or ob.pose is None:
-        return
-    bones = ob.pose.bones
-    for name, channels in data["bones"].items():
-        pb = bones.get(name)
-        if pb is not None:
-            for prop, value in channels.items():
-                setattr(pb, prop, value)
