@@ -10,6 +10,7 @@ Every problem is one DhikError naming the ``scene.dhik`` setting.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,7 +25,13 @@ from . import bone_refs
 from .access import armature_data, pose_of, scene_of
 from .animation import channel_quaternion
 from .armature_read import chain_joint_count, joint_maps, read_skeleton
-from .bake_keys import check_effector_moves, keyed_outside, path_joints, solved_joints
+from .bake_keys import (
+    bone_joints,
+    check_effector_moves,
+    keyed_outside,
+    path_joints,
+    solved_joints,
+)
 from .frames import frame_loop
 from .joint_map import JointMap
 from .props import DHIK_PG_settings, scene_settings
@@ -55,6 +62,12 @@ class BakeRig:
     settings: SolverSettings
     target_bones: list[str] = field(default_factory=list)  # per target: bone or ""
     pole_bones: list[str] = field(default_factory=list)  # per pole: bone or ""
+
+    @functools.cached_property
+    def bone_owners(self) -> dict[str, tuple[str | None, list[str]]]:
+        """Per bone, the joint on its rotation and those on its location
+        (:func:`~.bake_keys.bone_joints` of ``maps``), worked out once per rig."""
+        return bone_joints(self.maps)
 
     @property
     def objects(self) -> list[bpy.types.Object]:

@@ -11,7 +11,7 @@ import numpy as np
 
 from .access import pose_of
 from .bake_job import BakeRig
-from .bake_keys import REST, bone_channels, bone_joints, held_props, rotation_prop
+from .bake_keys import REST, bone_channels, held_props, rotation_prop
 from .props import scene_settings
 
 CHANNELS = ("location", "rotation_quaternion", "rotation_euler", "rotation_axis_angle",
@@ -33,19 +33,14 @@ def pose_bones(rig: BakeRig, values: dict[str, dict[str, Any]]) -> None:
         if rig.maps[n].channel != "location":
             pb = bones[rig.maps[n].bone]
             before[n] = np.array(getattr(pb, rotation_prop(pb.rotation_mode)), dtype=float)
-    owners = _OWNERS.get(id(rig))
-    if owners is None:
-        owners = _OWNERS[id(rig)] = bone_joints(rig.maps)
     for bone, covered, prop, _kind, rows in bone_channels(
-            rig.armature, rig.maps, [{"frame": 0, "joints": values}], names, before, owners):
+            rig.armature, rig.maps, [{"frame": 0, "joints": values}], names, before,
+            rig.bone_owners):
         pb = bones[bone]
         if prop is not None:
             setattr(pb, prop, rows[0].tolist())
         for held in held_props(pb, covered):
             setattr(pb, held, REST[held])
-
-
-_OWNERS: dict[int, dict[str, tuple[str | None, list[str]]]] = {}  # per rig: bone_joints
 
 
 def save_channels(scene: bpy.types.Scene, rig: BakeRig) -> None:
