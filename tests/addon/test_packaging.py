@@ -18,6 +18,8 @@ import pytest
 from addon_helpers import MIXED_POSES, MIXED_SKELETON, reachable_targets, write_json
 
 ROOT = Path(__file__).resolve().parents[2]
+VERSION = next(line.split('"')[1] for line in (ROOT / "core" / "__init__.py").read_text()
+               .splitlines() if line.startswith("__version__"))  # the one version source
 
 
 @pytest.fixture(scope="module")
@@ -29,7 +31,7 @@ def built_zip(tmp_path_factory: pytest.TempPathFactory) -> Path:
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     path = Path(proc.stdout.strip().splitlines()[-1])
-    assert path == out / "dhik-0.1.0.zip"
+    assert path == out / f"dhik-{VERSION}.zip"
     return path
 
 

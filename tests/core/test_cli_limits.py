@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 from dhik.app.bakejob import MAX_EFFECTORS, MAX_ITERATIONS
 from dhik.app.cli import MAX_WORKERS, main
-from dhik.app.formats import MAX_JOINTS
+from dhik.app.formats import MAX_FRAME, MAX_JOINTS
 from dhik.rotations import euler_xyz_to_quat, quat_to_matrix
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -123,6 +123,23 @@ def test_workers_have_a_limit(tmp_path: Path, capsys) -> None:
     assert not (tmp_path / "out").exists()
 
 
+def readme_bullets() -> list[str]:
+    """The README's list items, each on one line (white space runs as one space)."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    return [" ".join(item.split()) for item in text.split("\n- ")]
+
+
+def test_the_limits_refused_are_the_ones_the_readme_documents() -> None:
+    """Bounded sizes are refused "with a documented limit": the README's numbers are the
+    code's."""
+    (sizes,) = [b for b in readme_bullets() if b.startswith("sizes that would run for hours")]
+    for phrase in (f"at most {MAX_JOINTS:,} joints in a skeleton",
+                   f"{MAX_EFFECTORS} effectors in a bake",
+                   f"`--max-iterations` {MAX_ITERATIONS:,}", f"`--workers` {MAX_WORKERS:,}"):
+        assert phrase in sizes, phrase
+    assert any(b.startswith(f"frames from 0 to {MAX_FRAME:,}") for b in readme_bullets())
+
+
 # ------------------------------------------------------------------ numbers
 
 
@@ -215,6 +232,15 @@ def test_fk_poses_a_spherical_joint_by_its_quaternion(tmp_path: Path, capsys) ->
     from_euler = np.array([0, 0, 1.0]) + quat_to_matrix(euler_xyz_to_quat([1.0, 2.0, -1.0])) \
         @ np.array([0.5, 0.2, 0.1])
     assert np.linalg.norm(from_euler - by_hand) > 0.1
+
+
+def test_the_readme_says_which_angles_spherical_limits_bound() -> None:
+    """DECISIONS settles it (intrinsic X-Y-Z, the virtual chain's order, in every method);
+    the README says it where it explains limits (its Conventions)."""
+    (bullet,) = [b for b in readme_bullets() if b.startswith("a spherical joint's limits")]
+    for phrase in ("intrinsic X-Y-Z", "R = Rx(a)·Ry(b)·Rz(c)", "virtual chain",
+                   "in every method", "need not lie inside the limits"):
+        assert phrase in bullet, phrase
 
 
 def test_a_urdf_beyond_the_joint_limit_is_refused_in_urdf_terms(tmp_path: Path,

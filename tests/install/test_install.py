@@ -67,7 +67,6 @@ def test_the_wheel_holds_every_module_the_license_and_py_typed(wheel: Path) -> N
     names = set(zipfile.ZipFile(wheel).namelist())
     missing = core_modules() - names
     assert not missing, f"modules of core/ missing from the wheel: {sorted(missing)}"
-    assert "dhik/solver/robust/engine.py" in names  # the module the old list left out
     assert "dhik/py.typed" in names
     info = f"dhik-{VERSION}.dist-info"
     assert wheel.name.startswith(f"dhik-{VERSION}-")
@@ -101,14 +100,35 @@ def clean_venv(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     return venv
 
 
+# Every module of the installed package imported (a sub-package a hand-written list left
+# out, dhik.solver.robust then, failed only on import; __main__ would run the CLI).
+IMPORT_EVERY_MODULE = textwrap.dedent('''
+    import importlib, json, pkgutil
+    import dhik
+    names = ["dhik", *(m.name for m in pkgutil.walk_packages(dhik.__path__, "dhik."))]
+    names = [n for n in names if not n.endswith(".__main__")]
+    for name in names:
+        importlib.import_module(name)
+    print(json.dumps({"file": dhik.__file__, "version": dhik.__version__, "modules": names}))
+''')
+
+
+def module_names() -> set[str]:
+    """core_modules() as import names, without ``__main__``."""
+    names = {m.removesuffix(".py").removesuffix("/__init__").replace("/", ".")
+             for m in core_modules()}
+    return {n for n in names if not n.endswith(".__main__")}
+
+
 def test_the_installed_wheel_runs_fk_and_bake(clean_venv: Path, tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
-    where = run([str(clean_venv / "bin" / "python"), "-c",
-                 "import dhik, dhik.solver.robust.engine as e; print(dhik.__file__, "
-                 "dhik.__version__)"], cwd=tmp_path, env=env)
+    where = run([str(clean_venv / "bin" / "python"), "-c", IMPORT_EVERY_MODULE], cwd=tmp_path,
+                env=env)
     assert where.returncode == 0, where.stderr
-    path, version = where.stdout.split()
-    assert Path(path).is_relative_to(clean_venv) and version == VERSION
+    installed = json.loads(where.stdout)
+    assert Path(installed["file"]).is_relative_to(clean_venv)
+    assert installed["version"] == VERSION
+    assert set(installed["modules"]) == module_names()  # every module, and each imports
     dhik = str(clean_venv / "bin" / "dhik")
     fk = run([dhik, "fk", str(SCENE / "skeleton.json")], cwd=tmp_path, env=env)
     assert fk.returncode == 0 and fk.stderr == "", fk.stderr
@@ -128,6 +148,43 @@ def test_the_installed_wheel_runs_fk_and_bake(clean_venv: Path, tmp_path: Path) 
     for fa, fb in zip(a, b, strict=True):
         for name, entry in fa["joints"].items():
             assert abs(entry["angle"] - fb["joints"][name]["angle"]) < 1e-9
+
+
+# ------------------------------------------------------------------------ make
+
+
+def make(*args: str) -> subprocess.CompletedProcess[str]:
+    """``make ARGS`` in the checkout, as if typed in a shell (not inside the caller's make)."""
+    if shutil.which("make") is None:
+        pytest.skip("no make")
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL")}
+    return run(["make", "--no-print-directory", *args], cwd=ROOT, env=env)
+
+
+def test_make_zip_has_a_rule_for_the_versioned_zip() -> None:
+    """`make zip` was declared (.PHONY) but had no rule."""
+    dry = make("-n", "zip")
+    assert dry.returncode == 0, dry.stderr
+    assert "tools/build_zip.py --output-dir dist" in dry.stdout
+    name = make("-s", "--eval", "dhik-print-zip: ; @echo $(ZIP)", "dhik-print-zip")
+    assert name.stdout.strip() == f"dist/dhik-{VERSION}.zip", name.stdout + name.stderr
+
+
+def test_make_test_runs_every_part_and_names_the_failed_ones_together() -> None:
+    """`make test` stopped at the first failed part (test-core), so the add-on tests and
+    mypy never ran: now a part after a failed one runs, and the end names every failure."""
+    parts = make("-s", "--eval", "dhik-print-parts: ; @echo $(TEST_PARTS)", "dhik-print-parts")
+    names = parts.stdout.split()
+    assert {"lint", "test-core", "test-addon", "typecheck", "typecheck-core",
+            "test-install"} <= set(names), parts.stdout + parts.stderr
+    for part in names:  # each part has a rule (shown, not run)
+        dry = make("-n", part)
+        assert dry.returncode == 0, (part, dry.stderr)
+    done = make("--eval", "dhik-ok-part: ; @echo dhik-ok-part ran", "test",
+                "TEST_PARTS=dhik-no-rule-a dhik-ok-part dhik-no-rule-b")
+    assert done.returncode != 0
+    assert "dhik-ok-part ran" in done.stdout  # after a failed part
+    assert done.stdout.splitlines()[-1] == "make test: FAILED: dhik-no-rule-a dhik-no-rule-b"
 
 
 # ------------------------------------------------------------------------ the zip
