@@ -14,7 +14,7 @@ from typing import Any
 
 import bpy
 import numpy as np
-from mathutils import Matrix, Quaternion, Vector
+from mathutils import Quaternion, Vector
 
 # A biped's lower body: the hips are a root bone with free location and rotation (a
 # floating base); each leg a thigh (not connected, location locked: it stays on the
@@ -146,9 +146,16 @@ def misses(ob: bpy.types.Object, empties: dict[str, bpy.types.Object], frames: I
             m = np.array(ob.matrix_world @ ob.pose.bones[bone].matrix, dtype=float)
             t = np.array(empty.matrix_world, dtype=float)
             worst_p = max(worst_p, float(np.linalg.norm(m[:3, 3] - t[:3, 3])))
-            r = Matrix((t[:3, :3] @ _orthonormal(m[:3, :3]).T).tolist()).to_quaternion()
-            worst_r = max(worst_r, abs(r.angle if r.angle <= math.pi else 2 * math.pi - r.angle))
+            worst_r = max(worst_r, rotation_angle(t[:3, :3] @ _orthonormal(m[:3, :3]).T))
     return worst_p, worst_r
+
+
+def rotation_angle(r: np.ndarray) -> float:
+    """The angle (rad) of the 3x3 rotation ``r``, in float64 and exact near 0 (a
+    mathutils Quaternion is float32: its ``angle`` reads every turn below about 7e-4 rad
+    as 0)."""
+    vee = np.array([r[2, 1] - r[1, 2], r[0, 2] - r[2, 0], r[1, 0] - r[0, 1]]) / 2
+    return math.atan2(float(np.linalg.norm(vee)), (float(np.trace(r)) - 1) / 2)
 
 
 def _orthonormal(m: np.ndarray) -> np.ndarray:

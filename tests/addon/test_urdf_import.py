@@ -218,14 +218,75 @@ def test_bad_urdf_reports_and_changes_nothing(tmp_path, text, message):
     assert bpy.context.scene.dhik.armature is None
 
 
-def test_floating_base_imports_as_free_translation(tmp_path):
-    """A floating joint (issue 18): the bones root.tx, root.ty, root.tz and root."""
+FREE = """<robot name="free">
+  <link name="world"/><link name="pelvis"/><link name="thigh"/><link name="foot"/>
+  <link name="toe"/>
+  <joint name="root" type="floating"><parent link="world"/><child link="pelvis"/>
+    <origin xyz="0.3 -0.2 1" rpy="0.4 -0.3 1.2"/></joint>
+  <joint name="hip" type="revolute"><parent link="pelvis"/><child link="thigh"/>
+    <origin xyz="0 0.1 -0.1" rpy="0.2 0 0"/><axis xyz="0 1 0"/>
+    <limit lower="-1" upper="1" effort="1" velocity="1"/></joint>
+  <joint name="slide" type="planar"><parent link="thigh"/><child link="foot"/>
+    <origin xyz="0 0 -0.4" rpy="0 0.3 0.1"/><axis xyz="0.3 -0.5 0.8"/></joint>
+  <joint name="toe_j" type="fixed"><parent link="foot"/><child link="toe"/>
+    <origin xyz="0.1 0 0"/></joint>
+</robot>
+"""
+
+
+def test_floating_and_planar_joints_import_as_free_bones_that_pose_like_the_core(
+        ext, core, tmp_path):
+    """A floating joint (issue 18) imports as one bone ``root`` whose location channels
+    carry ``root.tx``/``.ty``/``.tz`` and whose rotation is the unlimited spherical
+    ``root``; a planar joint as one bone ``slide`` with the two slides in its plane and
+    the turn about its axis. Posed through the add-on's joint maps (channels summed per
+    bone), Blender's evaluated joint frames equal the core's FK of the same values (the
+    core's FK of floating and planar joints is checked against pinocchio in
+    tests/core/test_urdf.py)."""
     path = tmp_path / "free.urdf"
-    path.write_text('<robot name="r"><link name="world"/><link name="pelvis"/>'
-                    '<joint name="root" type="floating"><parent link="world"/>'
-                    '<child link="pelvis"/><origin xyz="0 0 1"/></joint></robot>')
+    path.write_text(FREE)
     ob = _import(path)
-    assert [b.name for b in ob.data.bones] == ["world", "root.tx", "root.ty", "root.tz", "root"]
+    names = {b.name for b in ob.data.bones}
+    assert {"world", "root", "hip", "slide", "toe_j"} <= names
+    assert not [n for n in names if n.endswith((".tx", ".ty", ".tz"))]  # no slide bones
+    pose = ob.pose.bones
+    assert list(pose["root"].lock_location) == [False] * 3
+    assert not any(pose["root"].lock_rotation)
+    assert pose["slide"].lock_location[:].count(False) >= 2  # the plane's two slides
+    defn, _ = ext.load_urdf(path)
+    maps = ext.joint_maps(ob, defn)
+    assert {maps[n].bone for n in ("root.tx", "root.ty", "root.tz", "root")} == {"root"}
+    assert {maps[n].bone for n in ("slide.tx", "slide.ty", "slide")} == {"slide"}
+    skel = core.Skeleton(defn)
+    rest = {name: w[:3, :3].copy() for name, w in skel.world_transforms().items()}
+    rng = np.random.default_rng(7)
+    worst = 0.0
+    for _ in range(4):
+        quat = rng.normal(size=4)
+        quat /= np.linalg.norm(quat)
+        values: dict[str, dict] = {
+            "root": {"type": "spherical", "quaternion": quat.tolist()},
+            "hip": {"type": "revolute", "angle": float(rng.uniform(-1, 1))},
+            "slide": {"type": "revolute", "angle": float(rng.uniform(-3, 3))}}
+        for name in ("root.tx", "root.ty", "root.tz", "slide.tx", "slide.ty"):
+            values[name] = {"type": "prismatic", "displacement": float(rng.uniform(-1, 1))}
+        location = {"root": np.zeros(3), "slide": np.zeros(3)}
+        for name, entry in values.items():
+            jm = maps[name]
+            if jm.type == "prismatic":
+                location[jm.bone] = location[jm.bone] + jm.channel_value(entry)
+            else:
+                pose[jm.bone].rotation_quaternion = jm.channel_value(entry).tolist()
+        for bone, loc in location.items():
+            pose[bone].location = loc.tolist()
+        bpy.context.view_layer.update()
+        blender = blender_joint_worlds(ob, rest)
+        skel.reset()
+        skel.set_joint_values(values)
+        for name in ("root", "hip", "slide", "toe_j"):
+            worst = max(worst, float(np.abs(blender[name]
+                                            - skel.joints[name].global_transform).max()))
+    assert worst < 1e-5, worst  # Blender's matrices are float32
 
 
 def test_file_browser_shows_urdf_files():

@@ -409,3 +409,84 @@ def test_export_animation_reads_the_slides_back(core, tmp_path):
         worst = max(worst, float(min(np.abs(qa - qb).max(), np.abs(qa + qb).max())))
     assert worst < 1e-6, worst
     assert max(abs(f["joints"]["hips.ty"]["displacement"]) for f in a) > 0.01
+
+
+def test_floating_hips_turn_through_the_middle_angle_without_a_jump():
+    """The hips alone as the effector (chain 0: their three slides and the unlimited
+    spherical joint) follow a target that pitches 0 -> 150 deg about world Y, the middle
+    axis of the XYZ angles (a chart in those angles has its pole at +-90 deg), rolling and
+    yawing a little beside it: every frame converges with no jump, Blender shows the hips
+    on target, and the baked rotation never steps more than twice the target's step."""
+    ob = build_biped()
+    hips = ob.pose.bones["hips"]
+    rest = hips.bone.matrix_local.to_quaternion()
+    frames = list(range(31))
+
+    def turn(f: int) -> Quaternion:
+        t = f / frames[-1]
+        world = (Quaternion((0, 0, 1), 0.2 * math.sin(math.pi * t))
+                 @ Quaternion((0, 1, 0), math.radians(150) * t)
+                 @ Quaternion((1, 0, 0), 0.3 * math.sin(2 * math.pi * t)))
+        return rest.inverted() @ world @ rest
+
+    def pose(f: int) -> dict[str, dict[str, Any]]:
+        t = f / frames[-1]
+        return {"hips": {"location": world_to_bone(hips, (0.1 * t, 0.0, -0.2 * t)),
+                         "rotation_quaternion": turn(f)}}
+
+    empties = snapped_targets(ob, ["hips"], frames, pose)
+    set_effectors(ob, empties, 0, frames[0], frames[-1])
+    _tight()
+    assert bpy.ops.dhik.bake() == {"FINISHED"}
+    s = bpy.context.scene.dhik
+    assert s.result_converged == len(frames) and "jump" not in s.result_summary
+    position, orientation = misses(ob, empties, frames)
+    assert position < 1e-4 and orientation < 1e-3, (position, orientation)
+    baked = []
+    for f in frames:
+        bpy.context.scene.frame_set(f)
+        baked.append(hips.matrix_basis.to_quaternion())
+    step = max(turn(f).rotation_difference(turn(f + 1)).angle for f in frames[:-1])
+    got = max(a.rotation_difference(b).angle for a, b in zip(baked, baked[1:], strict=False))
+    assert got < 2 * step, (got, step)
+    assert abs(baked[15].rotation_difference(turn(15)).angle) < 1e-3  # 75 deg: mid-way
+
+
+def test_import_animation_of_a_whole_body_bake_puts_the_hips_back(tmp_path):
+    """A whole-body bake's animation.json (the hips' ``.tx .ty .tz`` slides and their
+    spherical joint beside the legs' joints), imported into a new action of the same
+    armature after its action was dropped: Blender's evaluated bones, the hips' included,
+    are those of the bake on every frame."""
+    from addon_helpers import bone_world
+
+    ob = build_biped()
+    hips = ob.pose.bones["hips"]
+
+    def pose(f: int) -> dict[str, dict[str, Any]]:
+        t = f / FRAMES[-1]
+        out = _leg_pose(ob, f)
+        out["hips"] = {"location": world_to_bone(hips, (0.02 * t, -0.05 * t, -0.1 * t)),
+                       "rotation_quaternion": world_turn(hips, (0, 0, 1), 0.3 * t)}
+        return out
+
+    empties = snapped_targets(ob, ["foot.L", "foot.R"], FRAMES, pose)
+    set_effectors(ob, empties, 0, FRAMES[0], FRAMES[-1])
+    baked = tmp_path / "baked.json"
+    bpy.context.scene.dhik.animation_path = str(baked)
+    assert bpy.ops.dhik.bake() == {"FINISHED"}
+    names = [pb.name for pb in ob.pose.bones]
+    poses = {}
+    for f in FRAMES:
+        bpy.context.scene.frame_set(f)
+        poses.update({(f, n): bone_world(ob, n) for n in names})
+    assert max(abs(poses[(f, "hips")][2, 3] - 1.0) for f in FRAMES) > 0.05  # hips moved
+    ob.animation_data.action = None
+    for pb in ob.pose.bones:
+        pb.location, pb.rotation_quaternion = (0, 0, 0), (1, 0, 0, 0)
+    assert bpy.ops.dhik.import_animation(filepath=str(baked), action="NEW") == {"FINISHED"}
+    worst = 0.0
+    for f in FRAMES:
+        bpy.context.scene.frame_set(f)
+        worst = max(worst, *(float(np.abs(bone_world(ob, n) - poses[(f, n)]).max())
+                             for n in names))
+    assert worst < 1e-5, worst
