@@ -17,7 +17,7 @@ it was.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import bpy
@@ -39,6 +39,7 @@ from .access import scene_fps, scene_of
 from .bake_keys import (
     KeyPlan,
     check_current_action,
+    held_in_use,
     plan_keys,
     values_before,
     write_current,
@@ -85,6 +86,9 @@ class BakeJob:
     previous: dict[str, dict[str, Any]] | None = None
     following: dict[str, dict[str, Any]] | None = None
     blender_check: Check | None = None  # what Blender shows after the keys (verify.py)
+    # (bone, property) of channels the bake held at rest that were not, and the frames
+    held: list[tuple[str, str]] = field(default_factory=list)
+    held_frames: tuple[int, int] = (0, 0)
 
     @property
     def frame_count(self) -> int:
@@ -131,6 +135,8 @@ class BakeJob:
         require_in_scene(scene_of(context), self.armature, "armature")
         if self.animation_path:
             save_animation(result.frames, self.animation_path, scene_fps(scene_of(context)))
+        self.held = held_in_use(self.armature, plan)  # named in the operator's WARNING
+        self.held_frames = (plan.start, plan.end)
         nla = nla_in_use(self.armature)  # strips below: held channels keyed, not set
         if self.bake_action == "NEW":
             write_new(self.armature, plan, nla)

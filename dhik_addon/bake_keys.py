@@ -398,6 +398,42 @@ def check_current_action(ob: bpy.types.Object) -> None:
                            "from a library and cannot be edited; bake into a new action")
 
 
+def held_in_use(ob: bpy.types.Object, plan: KeyPlan) -> list[tuple[str, str]]:
+    """``(bone, property)`` of the keyed bones' held channels (:func:`held_props`: those
+    no joint carries, which the bake holds at rest on the range) that are not at rest
+    now: a value off rest, or keys in ``ob``'s current action inside the range that are.
+    The bake replaces them there (a Current Action bake) or leaves them in the previous
+    action (a New Action bake): either way Blender no longer shows them, so the operator
+    names them in a WARNING."""
+    cb = keying.assigned_channelbag(ob)
+    bones = pose_of(ob).bones
+    out: list[tuple[str, str]] = []
+    for bone, covered in plan.covered.items():
+        pb = bones.get(bone)
+        if pb is None:
+            continue
+        for prop in held_props(pb, covered):
+            rest = np.array(REST[prop], dtype=float)
+            moved = not np.allclose(np.array(getattr(pb, prop), dtype=float), rest,
+                                    atol=1e-9)
+            if not moved and cb is not None:
+                path = pb.path_from_id(prop)
+                for i, value in enumerate(rest):
+                    fc = cb.fcurves.find(path, index=i)
+                    if fc is None or fc.mute:
+                        continue
+                    keys = np.zeros(2 * len(fc.keyframe_points))
+                    fc.keyframe_points.foreach_get("co", keys)
+                    frames, values = keys[0::2], keys[1::2]
+                    inside = (frames >= plan.start) & (frames <= plan.end)
+                    if np.any(np.abs(values[inside] - value) > 1e-9):
+                        moved = True
+                        break
+            if moved:
+                out.append((bone, prop))
+    return out
+
+
 def _hold(cb: bpy.types.ActionChannelbag, pb: bpy.types.PoseBone, covered: set[str],
           start: int, end: int, by_keys: bool) -> None:  # fmt: skip
     """Hold a keyed bone's other transform channels at rest inside ``[start, end]``: keys

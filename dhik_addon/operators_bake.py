@@ -74,6 +74,12 @@ class DHIK_OT_bake(bpy.types.Operator):
             self.report({"WARNING"}, f"Bones {', '.join(map(repr, posed))} are fixed joints "
                         "on the chain but posed or animated: the bake took them at rest, so "
                         "where they move the effectors miss their targets")
+        if job.held:
+            named = ", ".join(f"bones[{b!r}].{prop}" for b, prop in job.held)
+            first, last = job.held_frames
+            self.report({"WARNING"}, f"{named}: not at rest, and no joint of the bone "
+                        f"carries it: the bake holds it at rest on frames {first}-{last} (the "
+                        "solve takes it so); lock the channel or key it after the bake")
         check = job.blender_check  # verify.py: Blender's evaluated effectors after the keys
         level: Literal["INFO", "WARNING"] = (
             "INFO" if result.converged_count == len(result.records)

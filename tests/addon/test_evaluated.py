@@ -102,14 +102,41 @@ def test_keyed_squash_and_stretch_above_the_chain_is_refused():
     _refused(ob, "bones['upper_arm']", "is scaled at frame 1")
 
 
-def test_scale_on_a_solved_bone_is_held_at_one():
+def test_scale_on_a_solved_bone_is_held_at_one_and_named(capfd):
     """The same static scale on a bone the chain solves (chain 0): the bake holds its
-    scale at 1, so Blender shows the hand on target (modelled)."""
+    scale at 1, so Blender shows the hand on target (modelled), and a WARNING names the
+    bone and the channel it changed."""
     ob, empties = _arm_scene()
     ob.pose.bones["upper_arm"].scale = (1.2, 1.2, 1.2)
     ob.data.bones["forearm"].inherit_scale = "NONE"
+    capfd.readouterr()
     _on_target(ob, empties)
+    out = capfd.readouterr().out
     assert tuple(ob.pose.bones["upper_arm"].scale) == (1.0, 1.0, 1.0)
+    assert "bones['upper_arm'].scale: not at rest" in out and "frames 0-8" in out, out
+    assert "bones['forearm']" not in out
+
+
+def test_keyed_scale_on_a_solved_bone_is_named_not_lost_silently(capfd):
+    """Squash-and-stretch keys on a solved bone (before: overwritten by 1 without a
+    word): the bake holds the scale at 1 on the range (the solve takes it so, and Blender
+    shows the hand on target) and a WARNING names the bone and the channel."""
+    ob, empties = _arm_scene()
+    key_channels(ob, (0, 4, 8, 12),
+                 lambda f: {"forearm": {"scale": (1.0, 1.0 + 0.03 * f, 1.0)}})
+    capfd.readouterr()
+    _on_target(ob, empties)
+    out = capfd.readouterr().out
+    assert "bones['forearm'].scale: not at rest" in out, out
+    bpy.context.scene.frame_set(4)
+    assert tuple(ob.pose.bones["forearm"].scale) == pytest.approx((1.0, 1.0, 1.0))
+
+
+def test_a_bake_with_every_held_channel_at_rest_names_none(capfd):
+    ob, empties = _arm_scene()
+    capfd.readouterr()
+    _on_target(ob, empties)
+    assert "not at rest" not in capfd.readouterr().out
 
 
 # ----------------------------------------------------------------- armature space
