@@ -398,3 +398,38 @@ def test_a_pole_on_a_path_bends_every_frame_toward_it_without_flips() -> None:
         assert abs(swivel(world, pole, target[0])) < 1e-3
     assert largest_step(model, res.q) < 2.0 * largest_step(model, truth)
 
+
+
+def test_the_ladders_bookkeeping_reports_progress_as_it_goes() -> None:
+    """Scoring the coarse frames' graph takes seconds on a long clip (3.5-5 s of a
+    20,000-frame bake, issue 18: Blender's progress stood still and Esc waited): its two
+    loops tell ``report`` how far they are every ``REPORT_EVERY`` coarse frames or
+    transitions, in increasing fractions; a search's progress passes through that
+    stretch (between the grid tracks' share and the rounds') on a clip that needs it."""
+    from dhik.solver.path import ladder
+
+    rng = np.random.default_rng(3)
+    model = BatchedModel(load_skeleton(ARM7), ["Tool"])
+    coarse, cands = 100, 5
+    qs = rng.uniform(-1, 1, size=(coarse, cands, model.n))
+    oks = np.ones((coarse, cands), dtype=bool)
+    told: list[float] = []
+    nodes = ladder.live_nodes(qs, oks, told.append)
+    assert len(told) == math.ceil(coarse / ladder.REPORT_EVERY)
+    assert told == sorted(told) and told[-1] < 1.0
+    told.clear()
+    idx = np.arange(coarse) * 20
+    costs = ladder.edge_costs(model, ~model.held, qs, idx, nodes, 2.0, report=told.append)
+    assert len(told) == (coarse - 1) // ladder.REPORT_EVERY and told == sorted(told)
+    quiet = ladder.edge_costs(model, ~model.held, qs, idx, nodes, 2.0)  # the same costs
+    assert all(np.array_equal(a, b) for a, b in zip(costs, quiet, strict=True))
+
+    truth = smooth_path(model.lo, model.hi, 2400, 5)
+    truth[1200:, 0] += 1.0  # a forced jump: the cheap pass gives way to the search
+    fractions: list[float] = []
+    solve_path(model, model.transforms(np.clip(truth, model.lo, model.hi)),
+               progress=fractions.append)
+    assert fractions == sorted(fractions) and fractions[-1] == 1.0
+    from dhik.solver.path.candidates import GRID_SHARE
+    inside = [f for f in fractions if 0.2 + 0.5 * GRID_SHARE < f < 0.2 + 0.5 * 0.6]
+    assert len(inside) >= 2, fractions

@@ -41,6 +41,10 @@ LATERAL_ITERATIONS = 8  # LM budget of a lateral start
 LATERAL_WAIT = 3  # coarse frames a cell that failed to grow waits
 
 
+# the share of a search the grid tracks take in its progress (the ladder's bookkeeping
+# and its rounds follow: ladder.py)
+GRID_SHARE = 0.55
+
 class GridTracks:
     """One pass of candidate tracks over a search's coarse frames (module docstring)."""
 
@@ -143,7 +147,7 @@ class GridTracks:
         lengths = np.array([len(lane) for lane in lanes])
         steps = int(lengths.max())
         for i in range(steps):
-            sr.report(0.6 * i / steps)
+            sr.report(GRID_SHARE * i / steps)
             running = i < lengths
             at = np.array([lane[min(i, len(lane) - 1)] for lane in lanes])  # coarse index
             slot_frame = frames[at][lane_of]

@@ -11,6 +11,8 @@ midpoint, not every frame. Coordinates rad and m."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 from numpy.typing import NDArray
 
@@ -18,9 +20,13 @@ from ..kinematics import BatchedKinematics
 from ..lm.loop import levenberg_marquardt, on_target
 from ..lm.problem import Index
 from ..lm.starts import t_pose
-from .candidates import GridTracks
+from .candidates import GRID_SHARE, GridTracks
 from .fill import Fill, Filler
 from .search import PathResult, Search, frame_steps, jump_frames
+
+# coarse frames or transitions between two reports of the bookkeeping's progress (a
+# long clip's graph takes seconds to score: a stop must be seen, issue 18)
+REPORT_EVERY = 16
 
 Array = NDArray[np.float64]
 
@@ -62,12 +68,16 @@ class Ladder:
         return path
 
 
-def live_nodes(qs: Array, oks: NDArray[np.bool_]) -> list[Index]:
+def live_nodes(qs: Array, oks: NDArray[np.bool_],
+               report: Callable[[float], None] | None = None) -> list[Index]:
     """Per coarse frame the candidates kept in the graph: converged ones, one of each
     group equal to 1e-4 (both passes and neighbouring cells often agree); every
-    candidate where none converged (the frame is then unreachable)."""
+    candidate where none converged (the frame is then unreachable). ``report(fraction)``
+    is told how far it is, every ``REPORT_EVERY`` coarse frames."""
     out = []
-    for q, ok in zip(qs, oks, strict=True):
+    for i, (q, ok) in enumerate(zip(qs, oks, strict=True)):
+        if report is not None and i % REPORT_EVERY == 0:
+            report(i / len(qs))
         live = np.flatnonzero(ok)
         if live.size == 0:
             out.append(np.arange(len(ok)))
@@ -78,20 +88,23 @@ def live_nodes(qs: Array, oks: NDArray[np.bool_]) -> list[Index]:
 
 
 def edge_costs(model: BatchedKinematics, solved: NDArray[np.bool_], qs: Array, idx: Index,
-               nodes: list[Index], power: float, spread: Array | None = None
-               ) -> list[Array]:  # fmt: skip
+               nodes: list[Index], power: float, spread: Array | None = None,
+               report: Callable[[float], None] | None = None) -> list[Array]:
     """Per transition into coarse frame i (i >= 1) the estimated cost of every edge
     between its ``nodes`` (to, from): ``L (d / L)^power`` from the ends' largest motion
     ``d`` of a ``solved`` column over its ``L`` frames (the nearest way: a hinge without
     limits by the nearest turn, a rotation vector by its nearer vector), shared out over
     the edge's steps as ``spread`` (per transition: :meth:`~.search.Search.spread`; None:
-    evenly, ``L (d / L)^power``, the least it can cost); entry 0 is unused."""
+    evenly, ``L (d / L)^power``, the least it can cost); entry 0 is unused.
+    ``report(fraction)`` is told how far it is, every ``REPORT_EVERY`` transitions."""
     out = [np.zeros((0, 0))]
     triples = [int(c) for c in model.rotvec_starts if solved[c]]
     in_triple = np.zeros(model.n, dtype=bool)
     for c in model.rotvec_starts:
         in_triple[c:c + 3] = True
     for i in range(1, len(idx)):
+        if report is not None and i % REPORT_EVERY == 0:
+            report(i / len(idx))
         span = float(max(idx[i] - idx[i - 1], 1))
         a, b = qs[i][nodes[i]], qs[i - 1][nodes[i - 1]]
         step = np.zeros((len(a), len(b)))
@@ -141,7 +154,7 @@ def ladder_path(search: Search, stride: int, coarse_motion: float, lane_frames: 
     idx, qs, oks = GridTracks(search).grid_tracks(max(stride, 1), coarse_motion, lane_frames,
                                                   start, end)
     filler = Filler(search)
-    nodes = live_nodes(qs, oks)
+    nodes = live_nodes(qs, oks, lambda x: search.report(GRID_SHARE + 0.01 * x))
     if start is not None:  # the path leaves frame 0 from ``start`` only
         qs[0, 0], oks[0, 0] = start, True
         nodes[0] = np.zeros(1, dtype=np.intp)
@@ -150,13 +163,16 @@ def ladder_path(search: Search, stride: int, coarse_motion: float, lane_frames: 
         nodes[-1] = np.zeros(1, dtype=np.intp)
     where = [{int(k): j for j, k in enumerate(nd)} for nd in nodes]
     costs = edge_costs(model, search.solved, qs, idx, nodes, opts.power,
-                       np.r_[0.0, search.spread(idx[:-1], idx[1:])])
+                       np.r_[0.0, search.spread(idx[:-1], idx[1:])],
+                       lambda x: search.report(GRID_SHARE + 0.01 + 0.04 * x))
     ladder = Ladder(costs, nodes,
                     [np.where(ok[nd], 0.0, 1e6) for ok, nd in zip(oks, nodes, strict=True)])
     fills: dict[tuple[int, int, int], Fill] = {}
     edges: list[tuple[int, int, int]] = []
+    rounds = max(opts.path_rounds, 1)
     for round_ in range(opts.path_rounds):
-        search.report(0.6 + 0.4 * round_ / max(opts.path_rounds, 1))
+        at, share = 0.6 + 0.35 * round_ / rounds, 0.35 / rounds  # this round's progress
+        search.report(at)
         path = ladder.path()
         edges = [(i, int(path[i - 1]), int(path[i])) for i in range(1, len(idx))]
         for i, a, b in edges:
@@ -167,12 +183,15 @@ def ladder_path(search: Search, stride: int, coarse_motion: float, lane_frames: 
         if not todo:
             break
         filler.advance([fills[e] for e in todo])
-        for e in todo:
+        for j, e in enumerate(todo):
+            if j % (4 * REPORT_EVERY) == 0:  # a long clip's round scores thousands
+                search.report(at + share * (0.5 + 0.5 * j / len(todo)))
             i, frm, to = e
             costs[i][where[i][to], where[i - 1][frm]] = filler.fill_cost(fills[e])
             ladder.touch(i)
     left = [fills[e] for e in edges if not fills[e].done]
     while left:  # out of rounds: finish the path chosen last
+        search.report(0.95)  # unchanged: told only so that a stop is seen
         filler.advance(left)
         left = [fl for fl in left if not fl.done]
     n = model.n
