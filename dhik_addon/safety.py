@@ -27,6 +27,7 @@ from ..core.model.definition import SkeletonDef
 from . import keying
 from .access import armature_data
 from .layout import rest_frames
+from .rig_checks import path_bones
 
 REST_TOLERANCE = 1e-4  # m, as armature_read: bone heads may be off the joints this much
 SCALE_KEY = "dhik_type"  # armature_build.PROP_TYPE: the bone carries stored joint data
@@ -105,13 +106,7 @@ def posed_fixed_bones(
     posed or animated in ``ob``'s current action. The solve takes them at rest, so where
     they move, Blender's pose differs from the solved one (a WARNING, not an error: the
     user's animation is kept as it is)."""
-    parent = {j.name: j.parent for j in defn.joints}
-    on_path: set[str] = set()
-    for name in effectors:
-        at: str | None = name
-        while at is not None and at not in on_path:
-            on_path.add(at)
-            at = parent[at]
+    on_path = set(path_bones(ob, defn, effectors))
     pose = ob.pose
     if pose is None:
         return []

@@ -195,14 +195,5 @@ def merge_tracks(tracks: Sequence[EffectorTrack]) -> tuple[list[int], Sequence[l
         table = tracks[0].targets  # frames 0 .. last, every one
         return table.frame_numbers.tolist(), _OneTrack(table.matrices)
     numbers = sorted({frame for t in tracks for frame, _ in t.targets})
-    per_track = []
-    for t in tracks:
-        by_frame = dict(t.targets)
-        keys = sorted(by_frame)
-        column, k = [], 0
-        for frame in numbers:
-            while k + 1 < len(keys) and keys[k + 1] <= frame:
-                k += 1
-            column.append(by_frame[keys[k]])
-        per_track.append(column)
+    per_track = [_held(t.targets, numbers) for t in tracks]
     return numbers, [list(row) for row in zip(*per_track, strict=True)]

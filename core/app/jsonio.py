@@ -15,7 +15,7 @@ from typing import Any, NoReturn, TextIO
 import numpy as np
 
 from ..errors import DhikError
-from .filesets import read_file
+from .filesets import fsync_folder, read_file
 
 _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -314,17 +314,7 @@ def atomic_write_text(path: str | os.PathLike, write: Callable[[TextIO], object]
         if isinstance(exc, OSError):
             fail(source, "", f"cannot write: {_reason(exc)}")
         raise
-    if hasattr(os, "O_DIRECTORY"):  # make the rename itself durable (POSIX)
-        try:
-            dfd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
-        except OSError:
-            return
-        try:
-            os.fsync(dfd)
-        except OSError:
-            pass
-        finally:
-            os.close(dfd)
+    fsync_folder(directory)  # make the rename itself durable (POSIX)
 
 
 def atomic_write_json(path: str | os.PathLike, data: Any) -> None:
