@@ -400,8 +400,9 @@ def check_current_action(ob: bpy.types.Object) -> None:
 
 def held_in_use(ob: bpy.types.Object, plan: KeyPlan) -> list[tuple[str, str]]:
     """``(bone, property)`` of the keyed bones' held channels (:func:`held_props`: those
-    no joint carries, which the bake holds at rest on the range) that are not at rest
-    now: a value off rest, or keys in ``ob``'s current action inside the range that are.
+    no joint carries, which the bake holds at rest on the range) that are off rest
+    somewhere in the range: per component, an unmuted F-curve of ``ob``'s current action
+    by its keys inside the range and its values at the range's ends, else the value set.
     The bake replaces them there (a Current Action bake) or leaves them in the previous
     action (a New Action bake): either way Blender no longer shows them, so the operator
     names them in a WARNING."""
@@ -413,31 +414,28 @@ def held_in_use(ob: bpy.types.Object, plan: KeyPlan) -> list[tuple[str, str]]:
         if pb is None:
             continue
         for prop in held_props(pb, covered):
-            rest = np.array(REST[prop], dtype=float)
-            moved = not np.allclose(np.array(getattr(pb, prop), dtype=float), rest,
-                                    atol=1e-9)
-            if not moved and cb is not None:
-                path = pb.path_from_id(prop)
-                for i, value in enumerate(rest):
-                    fc = cb.fcurves.find(path, index=i)
-                    if fc is None or fc.mute:
-                        continue
+            path = pb.path_from_id(prop)
+            value_set = np.array(getattr(pb, prop), dtype=float)
+            for i, rest in enumerate(REST[prop]):
+                fc = None if cb is None else cb.fcurves.find(path, index=i)
+                if fc is not None and not fc.mute and len(fc.keyframe_points):
                     keys = np.zeros(2 * len(fc.keyframe_points))
                     fc.keyframe_points.foreach_get("co", keys)
-                    frames, values = keys[0::2], keys[1::2]
-                    inside = (frames >= plan.start) & (frames <= plan.end)
-                    if np.any(np.abs(values[inside] - value) > 1e-9):
-                        moved = True
-                        break
-            if moved:
-                out.append((bone, prop))
+                    inside = (keys[0::2] >= plan.start) & (keys[0::2] <= plan.end)
+                    values = np.r_[keys[1::2][inside], fc.evaluate(plan.start),
+                                   fc.evaluate(plan.end)]
+                else:
+                    values = value_set[i:i + 1]
+                if np.any(np.abs(values - rest) > 1e-9):
+                    out.append((bone, prop))
+                    break
     return out
 
 
 def _hold(cb: bpy.types.ActionChannelbag, pb: bpy.types.PoseBone, covered: set[str],
           start: int, end: int, by_keys: bool) -> None:  # fmt: skip
     """Hold a keyed bone's other transform channels at rest inside ``[start, end]``: keys
-    at the range ends where they have F-curves (or always, ``by_keys``), else the value."""
+    at the range ends where they have F-curves (or always, ``by_keys``), and the value."""
     for prop in held_props(pb, covered):
         held = pb.path_from_id(prop)
         rest = REST[prop]
@@ -446,8 +444,7 @@ def _hold(cb: bpy.types.ActionChannelbag, pb: bpy.types.PoseBone, covered: set[s
             ends = np.array([start, end], dtype=float)
             for i, value in enumerate(rest):
                 replace_range(_curve(cb, held, i, pb.name), start, end, ends, np.full(2, value))
-        else:
-            setattr(pb, prop, rest)
+        setattr(pb, prop, rest)  # also where a muted curve leaves the value in charge
 
 
 def write_current(ob: bpy.types.Object, plan: KeyPlan, hold_by_keys: bool = False) -> None:

@@ -79,7 +79,8 @@ class DHIK_OT_bake(bpy.types.Operator):
             first, last = job.held_frames
             self.report({"WARNING"}, f"{named}: not at rest, and no joint of the bone "
                         f"carries it: the bake holds it at rest on frames {first}-{last} (the "
-                        "solve takes it so); lock the channel or key it after the bake")
+                        "solve takes it so); key it again after the bake, or move it to a "
+                        "bone outside the chain")
         check = job.blender_check  # verify.py: Blender's evaluated effectors after the keys
         level: Literal["INFO", "WARNING"] = (
             "INFO" if result.converged_count == len(result.records)

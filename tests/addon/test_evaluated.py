@@ -132,6 +132,48 @@ def test_keyed_scale_on_a_solved_bone_is_named_not_lost_silently(capfd):
     assert tuple(ob.pose.bones["forearm"].scale) == pytest.approx((1.0, 1.0, 1.0))
 
 
+@pytest.mark.parametrize("keys, frame, named", [
+    ({0: 1.0, 8: 1.0, 20: 1.5}, 20, False),  # off rest only after the range
+    ({-5: 1.5, 20: 1.0}, 25, True),  # off rest inside the range, keys only outside it
+])
+def test_held_scale_is_named_by_its_values_in_the_range(capfd, keys, frame, named):
+    """The WARNING judges the held channel over the bake's range (keys inside it and the
+    curve's values at its ends), not at the current frame."""
+    ob, empties = _arm_scene()
+    for f, y in keys.items():
+        ob.pose.bones["forearm"].scale = (1.0, y, 1.0)
+        ob.pose.bones["forearm"].keyframe_insert("scale", frame=f)
+    bpy.context.scene.frame_set(frame)
+    capfd.readouterr()
+    _on_target(ob, empties)
+    said = "bones['forearm'].scale: not at rest" in capfd.readouterr().out
+    assert said == named
+
+
+def test_a_static_scale_under_a_muted_curve_is_held_and_named(capfd):
+    """A muted scale curve leaves the value set in charge: the bake sets it to rest (not
+    only keys into the muted curve), Blender shows the hand on target, and the WARNING
+    names it."""
+    ob, empties = _arm_scene()
+    pb = ob.pose.bones["forearm"]
+    pb.keyframe_insert("scale", frame=0)
+    for fc in _scale_curves(ob):
+        fc.mute = True
+    pb.scale = (1.0, 1.3, 1.0)
+    capfd.readouterr()
+    _on_target(ob, empties)
+    assert "bones['forearm'].scale: not at rest" in capfd.readouterr().out
+    assert tuple(pb.scale) == pytest.approx((1.0, 1.0, 1.0))
+
+
+def _scale_curves(ob: bpy.types.Object) -> list[bpy.types.FCurve]:
+    action = ob.animation_data.action
+    curves = action.fcurves if hasattr(action, "fcurves") and action.fcurves else [
+        fc for layer in action.layers for strip in layer.strips
+        for bag in strip.channelbags for fc in bag.fcurves]
+    return [fc for fc in curves if fc.data_path == 'pose.bones["forearm"].scale']
+
+
 def test_a_bake_with_every_held_channel_at_rest_names_none(capfd):
     ob, empties = _arm_scene()
     capfd.readouterr()
