@@ -65,13 +65,20 @@ def test_the_walker_resolves_relative_imports() -> None:
     assert ("solver", "joints") in sk and ("model", "definition") in sk
 
 
-def test_every_package_folder_is_found_for_the_wheel() -> None:
-    """setup.py finds every folder of core/ that holds an ``__init__.py`` (a package left
+def test_every_package_folder_is_found_for_the_wheel(monkeypatch) -> None:
+    """setup.py lists every folder of core/ that holds an ``__init__.py`` (a package left
     out is missing from a ``pip install .``, not from an editable install;
-    tests/install/test_install.py builds the wheel itself)."""
-    from setuptools import find_packages
+    tests/install/test_install.py builds the wheel itself). setup.py is run here with
+    ``setuptools.setup`` caught, from the repository root as pip runs it."""
+    import runpy
 
-    found = {"dhik", *(f"dhik.{name}" for name in find_packages(str(CORE)))}
+    import setuptools
+
+    given: dict = {}
+    monkeypatch.setattr(setuptools, "setup", lambda **kw: given.update(kw))
+    monkeypatch.chdir(CORE.parent)
+    runpy.run_path(str(CORE.parent / "setup.py"))
+    found = set(given["packages"])
     folders = {".".join(("dhik", *p.parent.relative_to(CORE).parts))
                for p in CORE.rglob("__init__.py")}
     assert folders == found and {"dhik.solver.lm", "dhik.solver.path"} <= found
