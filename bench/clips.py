@@ -10,7 +10,12 @@ whole path as one problem (``solver.path.solve_path``):
 
 - bake: the default bake;
 - bake with a pole: the same with a pole target (``EffectorTrack(pole=...)``, world m,
-  ``--pole``), which takes the arm's one-dimensional self-motion (the elbow circle).
+  ``--pole``), which takes the arm's one-dimensional self-motion (the elbow circle);
+- bake with a pole on the reference's side: an animated pole, each frame on the side
+  the joint path that made the targets bends to (its bend point pushed 0.5 m out from
+  the line from the chain's first joint to the target, as poles.py measures the swivel),
+  so that the reference itself meets the pole on every frame: a pole a rigger places by
+  the arm, where the fixed ``--pole`` may ask for swivels the joint limits forbid.
 
 A flip frame is one where a joint moves more than twice the largest per-frame step of
 the joint path that made the targets (bench/run.py ``jumps``, "any joint"); the ratio is
@@ -24,13 +29,16 @@ from __future__ import annotations
 import argparse
 import statistics
 import time
+from types import ModuleType
 
 import numpy as np
 from batch_throughput import make_scenes
 from dhik.app import bake
 from dhik.app.formats import parse_skeleton, parse_targets
 from dhik.app.trajectory import interpolate_keyframes
+from dhik.model.joint_space import BatchedModel
 from dhik.model.skeleton import Skeleton
+from dhik.solver.lm import pole_points
 
 
 def main() -> None:
@@ -43,7 +51,8 @@ def main() -> None:
     ms = make_scenes()
     names = [j[0] for j in ms._ARM7_JOINTS]
     limits = [j[3] for j in ms._ARM7_JOINTS]
-    engines = ("bake", f"bake with a pole at {args.pole}")
+    engines = ("bake", f"bake with a pole at {args.pole}",
+               "bake with a pole on the reference's side")
     rows: dict[str, dict[str, list[float]]] = {
         e: {"time": [], "flips": [], "ratio": [], "converged": []} for e in engines}
     for k in range(args.clips):
@@ -51,10 +60,11 @@ def main() -> None:
         keys = parse_targets(ms.fk_targets(ms.ARM7, names, truth.tolist(), "Tool"))
         targets = interpolate_keyframes(keys)
         true_step = np.abs(np.diff(truth, axis=0)).max()
+        poles = {engines[0]: None, engines[1]: [(0, pole)],
+                 engines[2]: reference_poles(ms, names, truth)}
         for engine, row in rows.items():
             sk = Skeleton(parse_skeleton(ms.ARM7))
-            track = bake.EffectorTrack("Tool", list(targets),
-                                       pole=None if engine == "bake" else [(0, pole)])
+            track = bake.EffectorTrack("Tool", list(targets), pole=poles[engine])
             t0 = time.perf_counter()
             res = bake.simulate(sk, [track], method="robust")
             row["time"].append(time.perf_counter() - t0)
@@ -65,6 +75,27 @@ def main() -> None:
             row["ratio"].append(float(steps.max() / true_step))
     print(f"{args.clips} arm7 clips of {args.frames} frames, robust bake defaults\n")
     print_table(rows, args.clips * args.frames)
+
+
+def reference_poles(ms: ModuleType, names: list[str], truth: np.ndarray
+                    ) -> list[tuple[int, list[float]]]:  # fmt: skip
+    """Per frame a pole the joint path ``truth`` (F, 7) (rad) meets: its bend point (the
+    mean of the chain's joints between the first and the tool, solver/lm/poles.py) pushed
+    0.5 m out from the line from the first joint to the tool, world m."""
+    defn = parse_skeleton(ms.ARM7)
+    model = BatchedModel(defn, ["Tool"])
+    model = BatchedModel(defn, ["Tool"], points=pole_points(model.chains, [0]))
+    q = np.array([model.coordinates({n: {"type": "revolute", "angle": float(v)}
+                                     for n, v in zip(names, row, strict=True)})
+                  for row in truth])
+    _, pos = model.pose(q)  # (F, 1 + points, 3): the tool, the first joint, the bends
+    tool, first, bend = pos[:, 0], pos[:, 1], pos[:, 2:].mean(axis=1)
+    u = tool - first
+    u /= np.linalg.norm(u, axis=1, keepdims=True)
+    out = bend - first
+    out -= np.sum(out * u, axis=1, keepdims=True) * u
+    out /= np.linalg.norm(out, axis=1, keepdims=True)
+    return [(f, (bend[f] + 0.5 * out[f]).tolist()) for f in range(len(truth))]
 
 
 def print_table(rows: dict[str, dict[str, list[float]]], total: int) -> None:
