@@ -63,8 +63,9 @@ def flat_numbers(entry: dict[str, Any]) -> list[float]:
 
 
 def job_inputs(job: BakeJob, rig: BakeRig) -> dict[int, list[np.ndarray]]:
-    """Per frame of the job, what the preview reads of a frame (targets, poles, driven
-    values), as the job read it."""
+    """Per frame of the job, what the preview reads of a frame, as the job read it: each
+    target's 4x4 pose and each pole's position in the armature's space (m), then each
+    driven joint's values (rad, m, or a ``(w, x, y, z)`` quaternion)."""
     out: dict[int, list[np.ndarray]] = {}
     driven = dict(job.driven) if job.driven else {}
     for k, (frame, _) in enumerate(job.tracks[0].targets):

@@ -51,7 +51,7 @@ from .jobdir import (
     tidy,
     up_to_date,
 )
-from .jsonio import check_outputs, dumps_json, json_string, one_line
+from .jsonio import check_outputs, dumps_json, json_string, one_line, say
 from .manifest import Job, discover
 from .workers import (
     LOCAL_CLUSTER_CONFIG,
@@ -451,8 +451,6 @@ def bake_many(
         if r.status == FAILED:
             print(one_line(f"dhik bake-many: job {r.name} failed: {r.error}"), file=sys.stderr)
     if not quiet:
-        from .cli import say  # the one writer of stdout, which names it when it fails
-
-        say(batch.summary_line())
+        say(batch.summary_line())  # the one writer of stdout, which names it when it fails
     return 1 if batch.count(FAILED) else 0
 

@@ -38,7 +38,7 @@ from .formats import (
     parse_targets,
     save_skeleton,
 )
-from .jsonio import check_outputs, one_line, parse_decimal
+from .jsonio import check_outputs, one_line, parse_decimal, say
 
 #: The most worker processes ``dhik bake-many --workers`` starts.
 MAX_WORKERS = 1024
@@ -134,31 +134,6 @@ def _track_spec(text: str) -> tuple[str, str, float, float]:
             raise argparse.ArgumentTypeError(
                 f"weights must be >= 0 and not both 0: {text!r}")
     return name, path, weights[0], weights[1]
-
-
-def say(text: str) -> None:
-    """One line of the command's result on stdout, printable (:func:`.jsonio.one_line`);
-    DhikError naming stdout when it cannot be written (``> /dev/full``, a closed pipe)."""
-    try:
-        if sys.stdout is None:
-            raise OSError("stdout is closed")
-        sys.stdout.write(text + "\n")
-        sys.stdout.flush()
-    except (OSError, ValueError) as err:  # ValueError: a closed file object
-        _drop_stdout()
-        reason = err.strerror if isinstance(err, OSError) and err.strerror else str(err)
-        raise DhikError("stdout", f"cannot write: {reason}") from None
-
-
-def _drop_stdout() -> None:
-    """Point file descriptor 1 at /dev/null, so that the interpreter's last flush of what
-    could not be written does not fail again at exit."""
-    try:
-        fd = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(fd, 1)
-        os.close(fd)
-    except OSError:
-        pass
 
 
 def cmd_bake(args: argparse.Namespace) -> int:

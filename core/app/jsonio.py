@@ -1,4 +1,5 @@
-"""JSON files: strict reading (one DhikError per fault) and atomic writing."""
+"""JSON files: strict reading (one DhikError per fault) and atomic writing; `say`, the
+one writer of a command's result on stdout."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import numbers
 import os
 import re
 import stat
+import sys
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NoReturn, TextIO
@@ -330,3 +332,26 @@ def atomic_write_json(path: str | os.PathLike, data: Any) -> None:
 # --------------------------------------------------------------------------- skeleton.json
 
 
+def say(text: str) -> None:
+    """One line of the command's result on stdout, printable (:func:`.jsonio.one_line`);
+    DhikError naming stdout when it cannot be written (``> /dev/full``, a closed pipe)."""
+    try:
+        if sys.stdout is None:
+            raise OSError("stdout is closed")
+        sys.stdout.write(text + "\n")
+        sys.stdout.flush()
+    except (OSError, ValueError) as err:  # ValueError: a closed file object
+        _drop_stdout()
+        reason = err.strerror if isinstance(err, OSError) and err.strerror else str(err)
+        raise DhikError("stdout", f"cannot write: {reason}") from None
+
+
+def _drop_stdout() -> None:
+    """Point file descriptor 1 at /dev/null, so that the interpreter's last flush of what
+    could not be written does not fail again at exit."""
+    try:
+        fd = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(fd, 1)
+        os.close(fd)
+    except OSError:
+        pass

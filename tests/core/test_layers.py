@@ -56,6 +56,39 @@ def test_imports_point_down_only(path: Path) -> None:
         assert not private, f"{'/'.join(here)}:{line} imports private {private}"
 
 
+def test_no_import_cycle_between_modules() -> None:
+    """No module reaches itself through imports, function-level ones included (``from
+    .cli import say`` in batch.py closed cli -> batch -> cli): one-way layers within a
+    layer too. A package's ``__init__`` counts as the modules it names."""
+    def key(parts: tuple[str, ...]) -> tuple[str, ...]:
+        return parts[:-1] if parts and parts[-1] == "__init__" else parts
+
+    known = {key(p.relative_to(CORE).with_suffix("").parts): p for p in MODULES}
+    edges: dict[tuple[str, ...], set[tuple[str, ...]]] = {m: set() for m in known}
+    for mod, path in known.items():
+        for target, names, _ in _imports(path):
+            if not target or target[0] == "<abs>":
+                continue
+            for t in (target, *((*target, n) for n in names)):
+                if t in known and t != mod:
+                    edges[mod].add(t)
+    state: dict[tuple[str, ...], int] = {}  # 1: on the walk, 2: done
+
+    def walk(mod: tuple[str, ...], trail: list[tuple[str, ...]]) -> None:
+        state[mod] = 1
+        for t in sorted(edges[mod]):
+            if state.get(t) == 1:
+                cycle = [*trail[trail.index(t):], t] if t in trail else [mod, t]
+                raise AssertionError(" -> ".join(".".join(m) for m in cycle))
+            if t not in state:
+                walk(t, [*trail, t])
+        state[mod] = 2
+
+    for mod in sorted(known):
+        if mod not in state:
+            walk(mod, [mod])
+
+
 def test_the_walker_resolves_relative_imports() -> None:
     """``from .settings`` in solver/ is solver.settings, ``from ..rotations`` is rotations,
     and in model/ ``from ..solver.joints`` is solver.joints: the check sees real targets."""

@@ -39,11 +39,10 @@ LATERAL_SWEEPS = 1  # rounds of growing dead cells from live tracks per frame
 LATERAL_SOURCES = 1  # live tracks each dead cell is tried from
 LATERAL_ITERATIONS = 8  # LM budget of a lateral start
 LATERAL_WAIT = 3  # coarse frames a cell that failed to grow waits
-
-
-# the share of a search the grid tracks take in its progress (the ladder's bookkeeping
+# the share (0..1) of a search's progress the grid tracks take (the ladder's bookkeeping
 # and its rounds follow: ladder.py)
 GRID_SHARE = 0.55
+
 
 class GridTracks:
     """One pass of candidate tracks over a search's coarse frames (module docstring)."""
