@@ -1,8 +1,9 @@
 """The robust method: one batched Levenberg-Marquardt engine for every robust solve.
 
-``problem`` (targets, weights, tolerances, held columns, poles; the residual),
-``poles`` (Blender's pole as one more error row), ``step`` (the damped step bounded by
-the limits), ``loop`` (the LM iterations, one stall rule), ``starts`` (T-pose, cold
+``problem`` (targets, weights, tolerances, held columns, poles; the residual; light
+rows: the poles or a posture as a pull in the targets' null space), ``poles``
+(Blender's pole as one more error row), ``step`` (the damped step bounded by the
+limits), ``loop`` (the LM iterations, one stall rule), ``starts`` (T-pose, cold
 start, keyed random restarts), ``solve`` (``solve_many``, ``solve_one``). Trajectories
 run on it in ``solver.path``.
 """

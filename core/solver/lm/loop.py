@@ -29,6 +29,10 @@ from .step import bounded_step
 Array = NDArray[np.float64]
 BoolArray = NDArray[np.bool_]
 
+# with the poles as a pull, a row stops on its poles once their arcs are below this
+# share of the position tolerance (or when it stalls)
+EXACT = 1e-3
+
 
 @dataclass
 class LMResult:
@@ -86,8 +90,9 @@ def levenberg_marquardt(model: BatchedKinematics, problem: Problem, q0: Array,
     every_rows = problem.rows.take(idx)  # gathered once
     lin = problem.linearise(q, every_rows)
     e, pe, re, po, weighted = lin.e, lin.pe, lin.re, lin.po, lin.jac
-    pole_e, pole_j = lin.pole_e, lin.pole_j  # the poles as a pull (problem.pole_pull)
-    pulled = pole_e is not None
+    # the poles or a posture as a pull (problem.pole_pull): light rows in the residual
+    posture = problem.rows.posture is not None
+    pulled = problem.pole_pull and (problem.poles is not None or posture)
     assert weighted is not None
     energy = 0.5 * np.einsum("rk,rk->k", e, e)
     conv = problem.converged(lin)
@@ -96,13 +101,13 @@ def levenberg_marquardt(model: BatchedKinematics, problem: Problem, q0: Array,
     window = max(opts.stall_window if stall_window is None else stall_window, 1)
     hist = np.repeat(energy[None], window, axis=0)
     dead = np.zeros(k, dtype=bool)
-    # with the poles as a pull: a row on target goes on toward its poles, and stops after
-    # ``window`` iterations that bring it no closer
-    idle = np.zeros(k, dtype=int)
-    met = np.ones(k, dtype=bool) if not pulled else np.all(
-        po < problem.settings.position_tolerance, axis=0)
+    # with the poles as a pull: a row on target goes on toward its poles, until it meets
+    # them or stalls
+    # (tighter than the tolerance: a pole met anywhere within it would jitter)
+    near = EXACT * problem.settings.position_tolerance
+    met = np.ones(k, dtype=bool) if not pulled else np.all(po < near, axis=0) & (not posture)
     for it in range(budget):
-        act = np.flatnonzero(~(conv & (met | (idle >= window))) & ~dead)
+        act = np.flatnonzero(~(conv & met) & ~dead)
         if act.size == 0:
             break
         every = act.size == k  # every row: no gathers, and no scatters when all accept
@@ -124,16 +129,22 @@ def levenberg_marquardt(model: BatchedKinematics, problem: Problem, q0: Array,
         qt = model.recentre(np.clip(qa + step, lo[:, None], hi[:, None]))
         lt = problem.linearise(qt, ra)
         assert lt.jac is not None
+        if pulled:  # a corrector: back onto the targets (their rows alone), so that the
+            # turn's second-order drift off them does not hide its progress
+            rt = len(problem.row_w)
+            fix = bounded_step(lt.jac[:rt] * cs3, lt.e[:rt], qt / cs, lo_s, hi_s,
+                               np.full(act.size, opts.lm_damping_floor)) * cs
+            qt = model.recentre(np.clip(qt + fix, lo[:, None], hi[:, None]))
+            lt = problem.linearise(qt, ra)
+            assert lt.jac is not None
         en = 0.5 * np.einsum("rk,rk->k", lt.e, lt.e)
         ct = problem.converged(lt)
-        ok = (en < ena) | ct
-        if pulled:  # on target already: stay there, and come closer to the poles
-            closer = lt.po.max(axis=0) < po[:, sel].max(axis=0)
-            ok = np.where(conv[sel], ct & closer, ok)
-            idle[act] = np.where(conv[sel] & ~(ct & closer), idle[act] + 1, 0)
+        # pulled: the energy counts the light rows, so a step is kept only when it lowers
+        # them together (on target is not enough)
+        ok = en < ena if pulled else (en < ena) | ct
         if every and ok.all():
             q, e, energy, pe, re, po, conv = qt, lt.e, en, lt.pe, lt.re, lt.po, ct
-            weighted, pole_e, pole_j = lt.jac, lt.pole_e, lt.pole_j
+            weighted = lt.jac
             iters += 1
             mult = np.maximum(mult * 0.5, 1e-6)
             acc = act
@@ -144,10 +155,6 @@ def levenberg_marquardt(model: BatchedKinematics, problem: Problem, q0: Array,
             energy[acc] = en[ok]
             pe[:, acc], re[:, acc], po[:, acc] = lt.pe[:, ok], lt.re[:, ok], lt.po[:, ok]
             weighted[..., acc] = lt.jac[..., ok]
-            if pulled:
-                assert pole_e is not None and pole_j is not None
-                assert lt.pole_e is not None and lt.pole_j is not None
-                pole_e[:, acc], pole_j[..., acc] = lt.pole_e[:, ok], lt.pole_j[..., ok]
             conv[acc] = ct[ok]
             iters[act] += 1
             mult[act] = np.where(ok, np.maximum(ma * 0.5, 1e-6), ma * 10.0)
@@ -158,14 +165,28 @@ def levenberg_marquardt(model: BatchedKinematics, problem: Problem, q0: Array,
         dead |= mult > 1e8
         if first_wins and conv[acc].any():
             dead |= np.isin(idx, idx[acc[conv[acc]]])
-        dead &= ~conv
-        if pulled:
-            met = np.all(po < problem.settings.position_tolerance, axis=0)
-            idle[mult > 1e8] = window  # no step is kept any more
+        if pulled:  # a row on target that stalls stops there, converged
+            met = np.all(po < near, axis=0) & (not posture)
+        else:
+            dead &= ~conv
     out = LMResult(np.ascontiguousarray(q.T), conv, iters, np.ascontiguousarray(pe.T),
                    np.ascontiguousarray(re.T), np.ascontiguousarray(po.T))
     if problem.poles is not None and not problem.pole_pull:
         _targets_first(model, problem, out, idx, frozen, stall_window, budget)
+    if pulled and not conv.all() and budget > 0:  # light rows may leave a row just off
+        # its targets where it stopped: back onto them from there, the targets alone
+        miss = np.flatnonzero(~conv)
+        fz = None if frozen is None or np.ndim(frozen) == 1 else np.asarray(frozen)[miss]
+        if frozen is not None and np.ndim(frozen) == 1:
+            fz = np.asarray(frozen)
+        back = levenberg_marquardt(model, problem.targets_only(), out.q[miss], budget,
+                                   rows=idx[miss], pull=out.q[miss], frozen=fz,
+                                   stall_window=stall_window)
+        take = miss[back.converged]
+        out.q[take], out.converged[take] = back.q[back.converged], True
+        out.position_error[take] = back.position_error[back.converged]
+        out.orientation_error[take] = back.orientation_error[back.converged]
+        out.iterations[miss] += back.iterations
     return out
 
 
@@ -197,18 +218,6 @@ def _targets_first(model: BatchedKinematics, problem: Problem, res: LMResult, id
     res.orientation_error[take] = again.orientation_error[better]
     res.pole_error[take] = again.pole_error[better]
     res.iterations[miss] += again.iterations
-
-
-def _toward_poles(r: Array, g: Array, d: Array | None, gain: Array) -> Array:
-    """The step's reference (n, k) in the LM's scaled columns: the least motion that
-    swings each chain onto its pole (``r`` (P, k) the poles' rows, ``g`` (P, n, k) their
-    gradients, scaled), times ``gain`` (k,), plus the pull ``d`` (n, k) or None without
-    its part along those gradients (it must not drag the swing back)."""
-    gg = np.einsum("pnk,pnk->pk", g, g) + 1e-18
-    out = np.einsum("pnk,pk->nk", g, r / gg) * gain
-    if d is not None:
-        out += d - np.einsum("pnk,pk->nk", g, np.einsum("pnk,nk->pk", g, d) / gg)
-    return out
 
 
 def on_target(model: BatchedKinematics, problem: Problem, q: Array,

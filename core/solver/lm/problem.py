@@ -8,8 +8,10 @@ row; arrays are batch last. The residual per effector is ``(p_t - p) * w_p / sca
 the arc (m, over ``scale``) its chain's bend point still has to swing about the line from
 the chain's first joint to the target, so a pole is one more task, not another solver.
 The targets come first: a row that misses its targets with its pole's row in the
-residual is solved again without it (``loop``), and only the targets decide whether a
-row has converged.
+residual is solved again with it as a light row (``as_pole_pull``: weighing
+``LIGHT_SHARE`` of the targets', taken in their null space, ``loop``), and only the
+targets decide whether a row has converged. A posture is such a light task too
+(``with_posture``: the solution nearest a given pose).
 """
 
 from __future__ import annotations
@@ -36,6 +38,11 @@ Index = NDArray[np.intp]  # row or frame indices
 # (column scales, random starts, cold starts, grids) treats them as absent; steps are
 # still clipped to the limits themselves
 SEARCH_LIMIT = 1e6
+
+# with the poles as a pull (``Problem.as_pole_pull``) or a posture
+# (``Problem.with_posture``): their rows' weight beside the targets' (a step meets the
+# targets and moves toward the poles or the posture in what the targets leave free)
+LIGHT_SHARE = 1e-3
 
 # the tolerances of the engine's own callers (benchmarks, tests) when none are given
 ENGINE_SETTINGS = SolverSettings(position_tolerance=1e-5, orientation_tolerance=1e-4)
@@ -107,15 +114,19 @@ def _length_scale(model: BatchedKinematics) -> float:
 @dataclass
 class Rows:
     """What a set of rows solves for, batch last: target rotations (m, 3, 3, k) and
-    positions (m, 3, k) (world, m), and pole positions (P, 3, k) (world, m) or None."""
+    positions (m, 3, k) (world, m), pole positions (P, 3, k) (world, m) or None, and a
+    posture (n, k) (rad, m) the rows are pulled toward (``Problem.with_posture``) or
+    None."""
 
     rot: Array
     pos: Array
     pole: Array | None
+    posture: Array | None = None
 
     def take(self, sel: Index | slice) -> Rows:
         return Rows(self.rot[..., sel], self.pos[..., sel],
-                    None if self.pole is None else self.pole[..., sel])
+                    None if self.pole is None else self.pole[..., sel],
+                    None if self.posture is None else self.posture[..., sel])
 
 
 @dataclass
@@ -123,16 +134,13 @@ class Linearised:
     """A residual and its Jacobian at k coordinate rows: the weighted residual ``e``
     (r, k), each effector's position (m) and orientation (rad) error (m, k), each pole's
     remaining arc (m) (P, k), and the weighted Jacobian ``jac`` (r, n, k) (None when only
-    the errors were asked for). With the poles as a pull (``Problem.pole_pull``) their
-    rows are apart: ``pole_e`` (P, k) and ``pole_j`` (P, n, k)."""
+    the errors were asked for)."""
 
     e: Array
     pe: Array
     re: Array
     po: Array
     jac: Array | None
-    pole_e: Array | None = None
-    pole_j: Array | None = None
 
 
 class Problem:
@@ -164,7 +172,9 @@ class Problem:
                 np.asarray(held, dtype=float).reshape(self.count, model.n)
             self.held = np.ascontiguousarray(hv[:, self.held_cols].T)
         self.poles = poles
-        self.pole_pull = False  # the poles pull in the targets' null space (as_pole_pull)
+        # light rows (poles, a posture) pull in the targets' null space (as_pole_pull,
+        # with_posture)
+        self.pole_pull = False
         self._far: BoolArray | None = None
         pole_pos = None if poles is None else poles.positions(self.count)
         self.rows = Rows(np.ascontiguousarray(t[:, :, :3, :3].transpose(1, 2, 3, 0)),
@@ -240,12 +250,17 @@ class Problem:
         if self.poles is not None and rows.pole is not None:
             pe_rows, pj_rows, po = self.poles.rows(model, rows.pos, rows.pole, pos, jac,
                                                    self.scale)
-            if self.pole_pull:
-                return Linearised(e, pe, re, po, wjac, pe_rows, pj_rows)
-            e = np.concatenate((e, pe_rows))
+            share = LIGHT_SHARE if self.pole_pull else 1.0
+            e = np.concatenate((e, pe_rows * share))
             if wjac is not None:
                 assert pj_rows is not None
-                wjac = np.concatenate((wjac, pj_rows))
+                wjac = np.concatenate((wjac, pj_rows * share))
+        if rows.posture is not None:  # light rows (posture - q) over the column scales
+            w = LIGHT_SHARE / self.col_scale
+            e = np.concatenate((e, (rows.posture - q) * w[:, None]))
+            if wjac is not None:
+                eye = np.broadcast_to(np.diag(w)[:, :, None], (model.n, model.n, k))
+                wjac = np.concatenate((wjac, eye))
         return Linearised(e, pe, re, po, wjac)
 
     def badness(self, pe: Array, re: Array, po: Array | None = None) -> Array:
@@ -271,11 +286,30 @@ class Problem:
                         np.where(arc < 1.0, np.maximum(targets, arc), 1.0 + arc / (1.0 + arc)))
 
     def as_pole_pull(self) -> Problem:
-        """The same problems with the targets alone in the residual and the poles as a
-        pull in their null space (the loop moves toward the poles as far as the targets
-        and limits allow)."""
+        """The same problems with the poles' rows light (``LIGHT_SHARE``): a pull in the
+        targets' null space (the loop moves toward the poles as far as the targets and
+        limits allow, and stays on target once there)."""
         out = copy.copy(self)
         out.pole_pull = True
+        return out
+
+    def targets_only(self) -> Problem:
+        """The same problems' targets alone: no poles, no posture."""
+        out = copy.copy(self)
+        out.pole_pull, out.poles = False, None
+        out.rows = Rows(self.rows.rot, self.rows.pos, None)
+        return out
+
+    def with_posture(self, posture: Array) -> Problem:
+        """The same problems with the targets alone as their tasks and a pull toward
+        ``posture`` (B, n) (rad, m) in their null space: a row ends on its targets, at
+        the solution nearest the posture (in units of the column scales) that the LM
+        reaches, no poles asked."""
+        out = copy.copy(self)
+        out.pole_pull = True
+        out.poles = None
+        out.rows = Rows(self.rows.rot, self.rows.pos, None,
+                        np.ascontiguousarray(np.asarray(posture, dtype=float).T))
         return out
 
     def targets_met(self, lin: Linearised) -> BoolArray:
