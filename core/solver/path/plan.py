@@ -2,7 +2,8 @@
 
 Frames: world; units: metres, radians. The bake knows every target in advance, so a
 trajectory is solved as one problem: candidates per coarse frame (``candidates``), the
-least-motion path through them (``ladder``), every frame filled (``fill``). Frames whose
+least-motion path through them (``ladder``), every frame filled (``fill``), its peaks
+relaxed (``relax``); with poles, that path is then swung toward them (``swing``). Frames whose
 step from the previous frame is still a jump (more than ``flip_factor`` times the median
 step of the ten frames on each side) are reported: no continuous path was found there.
 """
@@ -22,7 +23,9 @@ from ..settings import RobustOptions, SolverSettings
 from .cheap import cheap_pass
 from .fill import SLOW_STALL_WINDOW
 from .ladder import ladder_path
+from .relax import relax_peaks
 from .search import PathResult, Search, frame_steps
+from .swing import swing_to_poles
 
 Array = NDArray[np.float64]
 
@@ -59,17 +62,39 @@ def solve_path(model: BatchedKinematics, targets: ArrayLike,
     every batch of LM iterations); an exception raised in it ends the solve."""
     opts = options or RobustOptions()
     targets = np.asarray(targets, dtype=float)
+    if poles is not None:  # planned without them, then swung toward them (``swing``)
+        tick = None if progress is None else (lambda x: progress(0.9 * x))
+        path = _plan(model, targets, weights, settings, opts, start, before, after, held,
+                     tick)
+        held = None if held is None else np.asarray(held, dtype=float)
+        poled = Problem(model, targets, weights, settings, opts, held, poles)
+        plain = Problem(model, targets, weights, settings, opts, held)
+        out = swing_to_poles(model, poled, plain, path, start is not None or
+                             before is not None, after is not None, opts.flip_factor)
+        if progress is not None:
+            progress(1.0)
+        return out
+    return _plan(model, targets, weights, settings, opts, start, before, after, held,
+                 progress)
+
+
+def _plan(model: BatchedKinematics, targets: Array,
+          weights: Sequence[tuple[float, float]] | None, settings: SolverSettings | None,
+          opts: RobustOptions, start: ArrayLike | None, before: ArrayLike | None,
+          after: ArrayLike | None, held: ArrayLike | None,
+          progress: Callable[[float], None] | None) -> PathResult:  # fmt: skip
+    """:func:`solve_path` without poles."""
     held, first, last = _ends(model, targets, weights, settings, opts, start, before, after,
-                              held, poles)
+                              held, None)
 
     def one_pass(stride: int, motion: float, lane_frames: int, span: tuple[float, float]
                  ) -> PathResult:  # fmt: skip
-        search = Search(model, targets, weights, settings, opts, held, poles)
+        search = Search(model, targets, weights, settings, opts, held)
         search.progress, search.span = progress, span
         return ladder_path(search, stride, motion, lane_frames, first, last)
 
     stride, motion, lane_frames = opts.stride, opts.coarse_motion, LANE_FRAMES
-    search = Search(model, targets, weights, settings, opts, held, poles)
+    search = Search(model, targets, weights, settings, opts, held)
     search.progress, search.span = progress, (0.0, 0.2)
     # a self-motion of one dimension is what the grid's lanes search best (each cell a
     # point, lanes side by side); there a greedy track's drift along it can force a fast
@@ -93,6 +118,7 @@ def solve_path(model: BatchedKinematics, targets: ArrayLike,
         if _score(model, again) < _score(model, best):
             best = again
     best.iterations = work
+    best = relax_peaks(model, search.problem, best, opts.flip_factor)
     if progress is not None:
         progress(1.0)
     return best

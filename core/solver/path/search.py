@@ -219,14 +219,21 @@ def frame_steps(model: BatchedKinematics, q: Array, solved: NDArray[np.bool_]) -
     return np.max(np.abs(d), axis=1, initial=0.0)
 
 
+def local_steps(steps: Array, window: int = 10) -> Array:
+    """Per step (``steps`` (F-1,)) the median of the ``window`` steps on each side, itself
+    left out (rad or m): how fast the path moves around it."""
+    if len(steps) == 0:
+        return np.zeros(0)
+    padded = np.pad(steps, window, mode="reflect")  # at an end: the steps beside it
+    near = np.lib.stride_tricks.sliding_window_view(padded, 2 * window + 1)
+    return np.asarray(np.median(np.delete(near, window, axis=1), axis=1))
+
+
 def jump_frames(steps: Array, factor: float, window: int = 10) -> Index:
     """Frames whose step (``steps`` (F-1,), into frame i + 1) exceeds ``factor`` times the
     median step of the ``window`` steps on each side (and 1e-4, rad or m: smaller steps
     never show): a step out of line with its neighbours, not a fast stretch."""
     if len(steps) == 0:
         return np.zeros(0, dtype=np.intp)
-    padded = np.pad(steps, window, mode="edge")
-    near = np.lib.stride_tricks.sliding_window_view(padded, 2 * window + 1)
-    others = np.delete(near, window, axis=1)  # each step's neighbours, itself left out
-    local = np.median(others, axis=1)
+    local = local_steps(steps, window)
     return np.flatnonzero(steps > np.maximum(factor * local, 1e-4)) + 1

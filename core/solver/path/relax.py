@@ -1,0 +1,78 @@
+"""Peaks of a path's steps relaxed along the self-motion.
+
+A planned path may take one step, or a few, far larger than the steps around it (a
+coarse grid's corner, a swing that turns fast). Each frame at either end of such a step
+is solved again for its targets, pulled toward the midpoint of its two neighbours in
+the targets' null space (``Problem.with_posture``: the solution nearest that midpoint),
+odd and even frames in turn; an answer is kept where the larger of its two steps
+shrinks. A few rounds spread a peak over the frames around it where the self-motion
+allows it. Coordinates rad and m.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numpy.typing import NDArray
+
+from ..kinematics import BatchedKinematics
+from ..lm.loop import levenberg_marquardt
+from ..lm.problem import Problem
+from .search import PathResult, frame_steps, jump_frames, local_steps
+
+Array = NDArray[np.float64]
+
+PEAK = 1.2  # a step this many times the local median step of the path is a peak
+ROUNDS = 16  # rounds of relaxing the peaks, at most
+
+
+def relax_peaks(model: BatchedKinematics, problem: Problem, path: PathResult,
+                flip_factor: float, keep: NDArray[np.bool_] | None = None
+                ) -> PathResult:  # fmt: skip
+    """``path`` (of ``problem``'s frames) with its peaks relaxed (module docstring), in
+    place; its jumps measured again. Its first and last frames stay, and the frames in
+    ``keep`` (F,) (on their poles)."""
+    q, frames = path.q, len(path.q)
+    solved = ~model.held
+    budget = problem.settings.max_iterations
+    for _ in range(ROUNDS):
+        steps = frame_steps(model, q, solved)
+        conv = path.converged
+        # a step into or out of a frame out of reach is the targets' doing: it stays
+        peaks = np.flatnonzero((steps > PEAK * np.maximum(local_steps(steps), 1e-9))
+                               & conv[1:] & conv[:-1])
+        ends = np.union1d(peaks, peaks + 1)
+        ends = ends[(ends > 0) & (ends < frames - 1)]
+        ends = ends[conv[ends] & (True if keep is None else ~keep[ends])]
+        if ends.size == 0:
+            break
+        kept = 0
+        for parity in (0, 1):
+            rows = ends[ends % 2 == parity]
+            if rows.size == 0:
+                continue
+            before, after = q[rows - 1], model.nearest(q[rows - 1], q[rows + 1])
+            mid = 0.5 * (before + after)
+            posture = np.zeros((frames, model.n))
+            posture[rows] = mid
+            res = levenberg_marquardt(model, problem.with_posture(posture), q[rows], budget,
+                                      rows=rows)
+            path.iterations[rows] += res.iterations
+            old = np.maximum(_steps(model, before, q[rows], solved),
+                             _steps(model, q[rows], after, solved))
+            new = np.maximum(_steps(model, before, res.q, solved),
+                             _steps(model, res.q, after, solved))
+            take = res.converged & (new < old)
+            q[rows[take]] = res.q[take]
+            path.position_error[rows[take]] = res.position_error[take]
+            path.orientation_error[rows[take]] = res.orientation_error[take]
+            kept += int(take.sum())
+        if kept == 0:
+            break
+    path.jumps = [int(j) for j in jump_frames(frame_steps(model, q, solved), flip_factor)]
+    return path
+
+
+def _steps(model: BatchedKinematics, a: Array, b: Array, solved: NDArray[np.bool_]
+           ) -> Array:  # fmt: skip
+    """Per row the largest motion of a ``solved`` column from ``a`` to ``b`` (k, n)."""
+    return np.max(np.abs(model.difference(a, b)[:, solved]), axis=1, initial=0.0)

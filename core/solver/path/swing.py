@@ -1,0 +1,141 @@
+"""Poles on a planned path: the pole-free, flip-free path swung toward its poles,
+without a jump.
+
+A pole (Blender's IK pole, :mod:`..lm.poles`) picks a point of the chain's self-motion
+(its swivel about the line from the chain's first joint to the target). Asked of each
+frame alone, the answer is discontinuous where the pole's swivel leaves what the limits
+allow (the nearest allowed swivel jumps from one end of the allowed range to the other),
+where the pole crosses that line, or where another joint's limit stops the swing; and a
+search that counts the pole as one more error row has no self-motion left to search and
+tracks isolated branches. So ``plan.solve_path`` plans the path without the poles and
+:func:`swing_to_poles` turns it toward them:
+
+1. every frame swings from the planned pose toward its pole, in the targets' null space,
+   as far as the limits allow (the *polished* frame: on the pole where it can be);
+2. a frame takes its polished pose where the polished frames move on continuously;
+   around a jump of theirs the frames swing only a fraction of the way, down to none
+   (the planned pose) on the two frames of the jump, the fraction changing per frame by
+   at most ``SWING_PACE`` of the planned path's local median step over the length of the
+   swing, so that a jump becomes a swing back to the planned path and out again;
+3. a frame swung a share of the way is solved for its targets from that share of the
+   straight way from its planned pose to its polished one, and pulled toward it: the
+   solution nearest it.
+
+A path whose ends are given (a re-baked part between keys) keeps them and swings in and
+out. Frames: world; coordinates rad and m.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numpy.typing import NDArray
+
+from ..kinematics import BatchedKinematics
+from ..lm.loop import EXACT, levenberg_marquardt
+from ..lm.problem import Problem
+from .fill import SLOW_STALL_WINDOW
+from .relax import relax_peaks
+from .search import PathResult, frame_steps, local_steps
+
+Array = NDArray[np.float64]
+
+# the swing per frame, at most, around a jump of the polished frames: this share of the
+# planned path's local median step (rad or m) ...
+SWING_PACE = 0.5
+# ... and at least this much (rad or m): a path that stands still still swings
+MIN_SWING = 1e-3
+# swings that change from one frame to the next by more than this many times the
+# planned path's local median step are a jump of the polished frames
+BREAK = 1.0
+
+
+def swing_to_poles(model: BatchedKinematics, poled: Problem, plain: Problem,
+                   path: PathResult, keep_first: bool, keep_last: bool,
+                   flip_factor: float) -> PathResult:  # fmt: skip
+    """``path`` (planned on ``plain``, the problem without poles) swung toward the poles
+    of ``poled`` (the same frames with them), as the module docstring says; frames the
+    path does not converge on stay. ``keep_first`` / ``keep_last``: the path's first /
+    last frame is given and stays. Returns the new path, its jumps measured again."""
+    frames = len(path.q)
+    if frames == 0:
+        return path
+    every = np.arange(frames)
+    budget = poled.settings.max_iterations
+    pull = poled.as_pole_pull()
+    polish = levenberg_marquardt(model, pull, path.q, budget, rows=every, pull=path.q,
+                                 stall_window=SLOW_STALL_WINDOW)
+    work = path.iterations + polish.iterations
+    solved = ~model.held
+    want = model.difference(path.q, polish.q)  # (F, n): the swing each frame asks for
+    want[~(polish.converged & path.converged)] = 0.0
+    asked = path.q + want
+    # on the pole: as near as the pull goes where nothing stops it (a pull the limits
+    # stop may end anywhere within the tolerance, and elsewhere on the next frame)
+    met = np.all(polish.pole_error < 10.0 * EXACT * poled.settings.position_tolerance,
+                 axis=1)
+    # how much the swing changes per step: the asked frames' motion against the path's
+    # (each the nearest way: a chart's wrap is no change)
+    turns = model.difference(asked[:-1], asked[1:]) - \
+        model.difference(path.q[:-1], path.q[1:])
+    share = swing_shares(np.max(np.abs(want[:, solved]), axis=1, initial=0.0),
+                         np.max(np.abs(turns[:, solved]), axis=1, initial=0.0),
+                         frame_steps(model, path.q, solved), met, flip_factor,
+                         keep_first, keep_last)
+    q = path.q.copy()
+    conv = path.converged.copy()
+    pe, re = path.position_error.copy(), path.orientation_error.copy()
+    full = share >= 1.0
+    q[full], pe[full], re[full] = asked[full], polish.position_error[full], \
+        polish.orientation_error[full]
+    part = np.flatnonzero((share > 0.0) & ~full)
+    if part.size:  # a share of the way: the solution nearest that share of the swing
+        blend = path.q + share[:, None] * want
+        res = levenberg_marquardt(model, plain.with_posture(blend), blend[part], budget,
+                                  rows=part, stall_window=SLOW_STALL_WINDOW)
+        work[part] += res.iterations
+        ok = res.converged
+        q[part[ok]], pe[part[ok]], re[part[ok]] = res.q[ok], res.position_error[ok], \
+            res.orientation_error[ok]
+    out = PathResult(q, conv, pe, re, [], work)
+    # the swing's own peaks (a polished stretch the limits stop, swung in and out)
+    # (frames on their poles stay: a stall near a pole is no answer to keep)
+    return relax_peaks(model, plain, out, flip_factor, keep=full & met)
+
+
+def swing_shares(length: Array, turns: Array, path_steps: Array, met: NDArray[np.bool_],
+                 flip_factor: float, keep_first: bool, keep_last: bool) -> Array:  # fmt: skip
+    """Per frame the share (F,) of its swing taken, 0..1 (``length`` (F,): the swing's
+    largest column, rad or m). 0 on both frames of a jump of the swings and on a given
+    end, else 1; between them the share changes per frame by at most ``SWING_PACE``
+    times the planned path's local median step (``path_steps`` (F-1,)), at least
+    ``MIN_SWING``, over the swing's length. A jump: a change of the swings from one
+    frame to the next (``turns`` (F-1,)) more than ``flip_factor`` times the local
+    median change and the smaller neighbouring change; or, next to a frame whose pole
+    is not met (``met`` (F,): where the limits stop the swing, which may stop elsewhere
+    on the next frame), more than
+    ``BREAK`` times the path's local median step."""
+    frames = len(length)
+    pace = local_steps(path_steps)
+    cap = np.ones(frames)
+    stopped = ~(met[1:] & met[:-1])
+    # out of line: beyond the local median and one of its neighbours at least (a steady
+    # acceleration is not)
+    beside = np.minimum(np.r_[turns[1:2], turns[:-1]], np.r_[turns[1:], turns[-2:-1]]) \
+        if len(turns) > 1 else np.zeros_like(turns)
+    line = np.maximum(local_steps(turns), beside)
+    jumps = np.flatnonzero((turns > np.maximum(flip_factor * line, 1e-4))
+                           | (stopped & (turns > np.maximum(BREAK * pace, MIN_SWING)))) + 1
+    cap[jumps] = 0.0
+    cap[jumps - 1] = 0.0
+    if keep_first:
+        cap[0] = 0.0
+    if keep_last:
+        cap[-1] = 0.0
+    longer = np.maximum(np.maximum(length[1:], length[:-1]), 1e-12)
+    rise = (np.maximum(SWING_PACE * pace, MIN_SWING) / longer).tolist()  # into frame t + 1
+    out = cap.tolist()
+    for t in range(1, frames):
+        out[t] = min(out[t], out[t - 1] + rise[t - 1])
+    for t in range(frames - 2, -1, -1):
+        out[t] = min(out[t], out[t + 1] + rise[t])
+    return np.array(out)

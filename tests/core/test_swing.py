@@ -1,0 +1,180 @@
+"""Poles on a planned path (``solver.path.swing``), peaks relaxed (``solver.path.relax``)
+and the LM's light pulls in the targets' null space (``Problem.with_posture``,
+``Problem.as_pole_pull``).
+
+Shares are checked against hand-computed ramps; LM answers against the joint objects'
+FK (``Skeleton``), the limits, and a central finite-difference Jacobian of the FK for
+the null space. Fixed seeds throughout. Frames: world; metres, radians.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from dhik.app.formats import load_skeleton, parse_skeleton
+from dhik.model.joint_space import BatchedModel
+from dhik.solver.lm import ENGINE_SETTINGS, PoleSet, Problem, pole_points
+from dhik.solver.lm.loop import levenberg_marquardt
+from dhik.solver.path import relax, swing
+from dhik.solver.path.search import PathResult, frame_steps
+from fixtures import ARM7, SPINE_ARM, check_answers, sample_coordinates, smooth_path, swivel
+
+# --------------------------------------------------------------------------- shares
+
+
+def test_a_jump_of_the_swings_is_swung_out_of_and_back_into_at_the_pace() -> None:
+    """Swings of length 1 rad whose change jumps into frame 10: shares 0 on frames 9 and
+    10, rising from there by SWING_PACE times the path's step (0.1 rad) per frame, over
+    the swing's length: 0.05 a frame, hand-computed; 1 beyond the ramps."""
+    frames = 40
+    turns = np.full(frames - 1, 0.01)
+    turns[9] = 1.0  # the step into frame 10
+    share = swing.swing_shares(np.ones(frames), turns, np.full(frames - 1, 0.1),
+                               np.ones(frames, dtype=bool), 2.5, False, False)
+    rate = swing.SWING_PACE * 0.1
+    want = np.minimum(1.0, np.minimum(np.abs(np.arange(frames) - 9.0),
+                                      np.abs(np.arange(frames) - 10.0)) * rate)
+    want[[9, 10]] = 0.0
+    np.testing.assert_allclose(share, want)
+
+
+def test_given_ends_swing_in_and_out() -> None:
+    frames = 30
+    share = swing.swing_shares(np.full(frames, 0.5), np.zeros(frames - 1),
+                               np.full(frames - 1, 0.1), np.ones(frames, dtype=bool), 2.5,
+                               True, True)
+    rise = swing.SWING_PACE * 0.1 / 0.5
+    t = np.arange(frames)
+    np.testing.assert_allclose(share, np.minimum(1.0, np.minimum(t, frames - 1 - t) * rise))
+
+
+def test_a_swing_the_limits_stop_may_not_outrun_the_path() -> None:
+    """Where the pole is not met (the limits stop the swing), a change of the swings
+    faster than BREAK times the path's step is a jump even when its neighbours change as
+    fast; where the pole is met, only a change out of line with its neighbours is."""
+    frames = 30
+    turns = np.full(frames - 1, 0.3)  # three times the path's step, steadily
+    path = np.full(frames - 1, 0.1)
+    met = np.ones(frames, dtype=bool)
+    assert swing.swing_shares(np.ones(frames), turns, path, met, 2.5, False, False).min() == 1
+    met[15] = False
+    share = swing.swing_shares(np.ones(frames), turns, path, met, 2.5, False, False)
+    gap = np.min(np.abs(np.arange(frames)[:, None] - np.array([14, 15, 16])), axis=1)
+    np.testing.assert_allclose(share, np.minimum(1.0, gap * swing.SWING_PACE * 0.1))
+
+
+# --------------------------------------------------------------------------- the LM's pulls
+
+
+def _fd_jacobian(model: BatchedModel, q: np.ndarray, h: float = 1e-6) -> np.ndarray:
+    """The effector's position and rotation-vector rows (6, n) by central differences of
+    the FK (world; m and rad per coordinate unit)."""
+    from dhik.rotations import matrix_to_rotvec
+
+    base = model.transforms(q[None])[0, 0]
+    cols = []
+    for c in range(model.n):
+        up, down = q.copy(), q.copy()
+        up[c] += h
+        down[c] -= h
+        tu, td = model.transforms(up[None])[0, 0], model.transforms(down[None])[0, 0]
+        dp = (tu[:3, 3] - td[:3, 3]) / (2 * h)
+        dr = (matrix_to_rotvec(tu[:3, :3] @ base[:3, :3].T)
+              - matrix_to_rotvec(td[:3, :3] @ base[:3, :3].T)) / (2 * h)
+        cols.append(np.r_[dp, dr])
+    return np.array(cols).T
+
+
+def test_a_posture_pull_ends_on_target_nearest_the_posture() -> None:
+    """arm7 (one free turn): from a solution, pulled toward a posture off the target's
+    solutions: the answer is on target (FK), no farther from the posture than the start,
+    and the nearest in the column scales to first order: the posture's offset has no part
+    along the self-motion (the FD Jacobian's null space)."""
+    model = BatchedModel(load_skeleton(ARM7), ["Tool"])
+    rng = np.random.default_rng(4)
+    truth = sample_coordinates(model, rng, 3)
+    targets = model.transforms(truth)
+    posture = np.clip(truth + rng.normal(0.0, 0.3, truth.shape), model.lo, model.hi)
+    problem = Problem(model, targets, None, ENGINE_SETTINGS)
+    res = levenberg_marquardt(model, problem.with_posture(posture), truth, 200)
+    assert res.converged.all()
+    check_answers(load_skeleton(ARM7), model, res.q, targets, 1e-5, 1e-4)
+    scale = problem.col_scale
+    for q, p, t in zip(res.q, posture, truth, strict=True):
+        assert np.linalg.norm((q - p) / scale) <= np.linalg.norm((t - p) / scale) + 1e-9
+        inside = (q > model.lo + 1e-6) & (q < model.hi - 1e-6)
+        if not inside.all():
+            continue  # a limit holds it: the nearest within the limits is elsewhere
+        null = np.linalg.svd(_fd_jacobian(model, q) * scale)[2][-1]  # scaled columns
+        offset = (q - p) / scale
+        assert abs(null @ offset) < 1e-3 * np.linalg.norm(offset)
+
+
+@pytest.mark.parametrize("pole_y", [1.0, -1.0])
+def test_a_pole_pull_from_a_solution_swings_back_onto_the_pole(pole_y: float) -> None:
+    """SPINE_ARM's hand (chain 3, position only: one free turn): solutions on the pole
+    (``solve_many`` with it) moved along the self-motion (pulled toward the shoulder
+    turned 0.3 rad), then pulled toward the pole again: on target and in the pole's
+    half-plane within 1e-6 rad, where the moved ones were not."""
+    from dhik.model.skeleton import Skeleton
+    from dhik.solver.lm import solve_many
+
+    defn = parse_skeleton(SPINE_ARM)
+    plain = BatchedModel(defn, ["Hand"], [3])
+    model = BatchedModel(defn, ["Hand"], [3], points=pole_points(plain.chains, [0]))
+    truth = sample_coordinates(model, np.random.default_rng(2), 4)
+    truth[:, model.held] = 0.0
+    targets = plain.transforms(truth)
+    pole = np.array([0.5, pole_y, 1.0])
+    poles = PoleSet.build(model, [0], np.broadcast_to(pole, (4, 1, 3)), [0.0])
+    on = solve_many(model, targets, [(1.0, 0.0)], ENGINE_SETTINGS, poles=poles)
+    problem = Problem(model, targets, [(1.0, 0.0)], ENGINE_SETTINGS, poles=poles)
+    turned = on.q.copy()
+    turned[:, model.names.index("Shoulder.x")] += 0.3
+    moved = levenberg_marquardt(model, problem.with_posture(turned), on.q, 200)
+    res = levenberg_marquardt(model, problem.as_pole_pull(), moved.q, 200)
+    assert on.converged.all() and moved.converged.all() and res.converged.all()
+    sk = Skeleton(defn)
+
+    def swivels(rows: np.ndarray) -> list[float]:
+        out = []
+        for row, target in zip(rows, targets, strict=True):
+            sk.reset()
+            sk.set_joint_values(model.joint_values(row))
+            world = sk.world_transforms()
+            assert np.linalg.norm(world["Hand"][:3, 3] - target[0][:3, 3]) < 1e-5
+            out.append(abs(swivel(world, pole, target[0])))
+        return out
+
+    assert min(swivels(moved.q)) > 1e-2
+    assert max(swivels(res.q)) < 1e-6
+
+
+# --------------------------------------------------------------------------- peaks
+
+
+def test_a_detour_on_one_frame_is_relaxed_back_onto_the_path() -> None:
+    """An arm7 path whose frame 50 was moved 0.5 rad along the self-motion (still on
+    target): relaxed, the frame is back near the truth (its steps in line with their
+    neighbours'), on target, and every other frame within 0.01 rad of the truth."""
+    model = BatchedModel(load_skeleton(ARM7), ["Tool"])
+    truth = smooth_path(model.lo, model.hi, 300, 3)
+    targets = model.transforms(truth)
+    problem = Problem(model, targets, None, ENGINE_SETTINGS)
+    posture = truth.copy()
+    posture[50, 0] += 0.5
+    moved = levenberg_marquardt(model, problem.with_posture(posture), truth[50:51], 200,
+                                rows=np.array([50]))
+    q = truth.copy()
+    q[50] = moved.q[0]
+    before = frame_steps(model, q, ~model.held)
+    assert before[49] > 4 * np.median(before)  # a detour
+    path = PathResult(q.copy(), np.ones(300, dtype=bool), np.zeros((300, 1)),
+                      np.zeros((300, 1)), [], np.zeros(300, dtype=np.int64))
+    out = relax.relax_peaks(model, problem, path, 2.5)
+    after = frame_steps(model, out.q, ~model.held)
+    assert max(after[49], after[50]) < 1.5 * np.median(after)  # before: over 4 times
+    assert np.abs(out.q[50] - truth[50]).max() < 0.05
+    assert np.abs(np.delete(out.q - truth, 50, axis=0)).max() < 0.01  # only smoothed
+    check_answers(load_skeleton(ARM7), model, out.q, targets, 1e-5, 1e-4)
+    assert out.jumps == []
