@@ -17,6 +17,10 @@ whole path as one problem (``solver.path.solve_path``):
   so that the reference itself meets the pole on every frame: a pole a rigger places by
   the arm, where the fixed ``--pole`` may ask for swivels the joint limits forbid.
 
+Frames on the pole: the share of frames whose bend point (the mean of the chain's
+joints between the first and the tool) lies within 1e-3 rad of the pole's half-plane
+about the line from the first joint to the tool.
+
 A flip frame is one where a joint moves more than twice the largest per-frame step of
 the joint path that made the targets (bench/run.py ``jumps``, "any joint"); the ratio is
 the largest step over that true step (a pole's answer is not the truth's, so its steps
@@ -54,7 +58,8 @@ def main() -> None:
     engines = ("bake", f"bake with a pole at {args.pole}",
                "bake with a pole on the reference's side")
     rows: dict[str, dict[str, list[float]]] = {
-        e: {"time": [], "flips": [], "ratio": [], "converged": []} for e in engines}
+        e: {"time": [], "flips": [], "ratio": [], "converged": [], "on pole": []}
+        for e in engines}
     for k in range(args.clips):
         truth = np.array(ms.smooth_trajectory(limits, args.frames, seed=1000 + k))
         keys = parse_targets(ms.fk_targets(ms.ARM7, names, truth.tolist(), "Tool"))
@@ -73,6 +78,9 @@ def main() -> None:
             steps = np.abs(np.diff(got[1:], axis=0)).max(axis=1)
             row["flips"].append(int((steps > 2.0 * true_step).sum()))
             row["ratio"].append(float(steps.max() / true_step))
+            if poles[engine] is not None:
+                row["on pole"].append(float(np.mean(
+                    swivels(ms, names, got, poles[engine]) < 1e-3)))
     print(f"{args.clips} arm7 clips of {args.frames} frames, robust bake defaults\n")
     print_table(rows, args.clips * args.frames)
 
@@ -98,17 +106,44 @@ def reference_poles(ms: ModuleType, names: list[str], truth: np.ndarray
     return [(f, (bend[f] + 0.5 * out[f]).tolist()) for f in range(len(truth))]
 
 
+def swivels(ms: ModuleType, names: list[str], got: np.ndarray,
+            poles: list[tuple[int, list[float]]]) -> np.ndarray:  # fmt: skip
+    """Per frame |swivel| (rad) of the answer ``got`` (F, 7) (rad) against its pole
+    (``poles``: (first frame, world m) entries, the latest one holds): the bend point
+    (mean of the chain's joints between the first and the tool) against the pole, about
+    the line from the chain's first joint to the tool."""
+    defn = parse_skeleton(ms.ARM7)
+    model = BatchedModel(defn, ["Tool"])
+    model = BatchedModel(defn, ["Tool"], points=pole_points(model.chains, [0]))
+    q = np.array([model.coordinates({n: {"type": "revolute", "angle": float(v)}
+                                     for n, v in zip(names, row, strict=True)})
+                  for row in got])
+    _, pos = model.pose(q)
+    tool, first, bend = pos[:, 0], pos[:, 1], pos[:, 2:].mean(axis=1)
+    at = np.array([f for f, _ in poles])
+    pole = np.array([p for _, p in poles])[np.searchsorted(at, np.arange(len(got)),
+                                                           side="right") - 1]
+    u = tool - first
+    u /= np.linalg.norm(u, axis=1, keepdims=True)
+    b = bend - first
+    b -= np.sum(b * u, axis=1, keepdims=True) * u
+    p = pole - first
+    p -= np.sum(p * u, axis=1, keepdims=True) * u
+    return np.abs(np.arctan2(np.sum(u * np.cross(b, p), axis=1), np.sum(b * p, axis=1)))
+
+
 def print_table(rows: dict[str, dict[str, list[float]]], total: int) -> None:
     """One row per engine: frames converged of ``total``, flip frames (clips with any),
     the largest ratio, and the seconds per clip (mean / median / p99)."""
     print("| engine | converged | flip frames (clips with any) | largest ratio | "
-          "s per clip: mean | median | p99 |")
-    print("|---|---|---|---|---|---|---|")
+          "frames on the pole (1e-3 rad) | s per clip: mean | median | p99 |")
+    print("|---|---|---|---|---|---|---|---|")
     for engine, row in rows.items():
         t = np.array(row["time"])
         clips_with = sum(1 for f in row["flips"] if f)
+        on = f"{100 * np.mean(row['on pole']):.0f} %" if row["on pole"] else "—"
         print(f"| {engine} | {int(sum(row['converged']))}/{total} | "
-              f"{int(sum(row['flips']))} ({clips_with}) | {max(row['ratio']):.1f} | "
+              f"{int(sum(row['flips']))} ({clips_with}) | {max(row['ratio']):.1f} | {on} | "
               f"{t.mean():.3f} | {statistics.median(t):.3f} | {np.percentile(t, 99):.3f} |")
 
 
