@@ -85,19 +85,26 @@ def main() -> None:
     print_table(rows, args.clips * args.frames)
 
 
-def reference_poles(ms: ModuleType, names: list[str], truth: np.ndarray
-                    ) -> list[tuple[int, list[float]]]:  # fmt: skip
-    """Per frame a pole the joint path ``truth`` (F, 7) (rad) meets: its bend point (the
-    mean of the chain's joints between the first and the tool, solver/lm/poles.py) pushed
-    0.5 m out from the line from the first joint to the tool, world m."""
+def chain_points(ms: ModuleType, names: list[str], rows: np.ndarray
+                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:  # fmt: skip
+    """For joint rows (F, 7) (rad) of arm7, world (m) per frame: the tool, the chain's
+    first joint and its bend point (the mean of the joints between; solver/lm/poles.py)."""
     defn = parse_skeleton(ms.ARM7)
     model = BatchedModel(defn, ["Tool"])
     model = BatchedModel(defn, ["Tool"], points=pole_points(model.chains, [0]))
     q = np.array([model.coordinates({n: {"type": "revolute", "angle": float(v)}
                                      for n, v in zip(names, row, strict=True)})
-                  for row in truth])
+                  for row in rows])
     _, pos = model.pose(q)  # (F, 1 + points, 3): the tool, the first joint, the bends
-    tool, first, bend = pos[:, 0], pos[:, 1], pos[:, 2:].mean(axis=1)
+    return pos[:, 0], pos[:, 1], pos[:, 2:].mean(axis=1)
+
+
+def reference_poles(ms: ModuleType, names: list[str], truth: np.ndarray
+                    ) -> list[tuple[int, list[float]]]:  # fmt: skip
+    """Per frame a pole the joint path ``truth`` (F, 7) (rad) meets: its bend point (the
+    mean of the chain's joints between the first and the tool, solver/lm/poles.py) pushed
+    0.5 m out from the line from the first joint to the tool, world m."""
+    tool, first, bend = chain_points(ms, names, truth)
     u = tool - first
     u /= np.linalg.norm(u, axis=1, keepdims=True)
     out = bend - first
@@ -112,14 +119,7 @@ def swivels(ms: ModuleType, names: list[str], got: np.ndarray,
     (``poles``: (first frame, world m) entries, the latest one holds): the bend point
     (mean of the chain's joints between the first and the tool) against the pole, about
     the line from the chain's first joint to the tool."""
-    defn = parse_skeleton(ms.ARM7)
-    model = BatchedModel(defn, ["Tool"])
-    model = BatchedModel(defn, ["Tool"], points=pole_points(model.chains, [0]))
-    q = np.array([model.coordinates({n: {"type": "revolute", "angle": float(v)}
-                                     for n, v in zip(names, row, strict=True)})
-                  for row in got])
-    _, pos = model.pose(q)
-    tool, first, bend = pos[:, 0], pos[:, 1], pos[:, 2:].mean(axis=1)
+    tool, first, bend = chain_points(ms, names, got)
     at = np.array([f for f, _ in poles])
     pole = np.array([p for _, p in poles])[np.searchsorted(at, np.arange(len(got)),
                                                            side="right") - 1]

@@ -176,12 +176,8 @@ def levenberg_marquardt(model: BatchedKinematics, problem: Problem, q0: Array,
     if pulled and not conv.all() and budget > 0:  # light rows may leave a row just off
         # its targets where it stopped: back onto them from there, the targets alone
         miss = np.flatnonzero(~conv)
-        fz = None if frozen is None or np.ndim(frozen) == 1 else np.asarray(frozen)[miss]
-        if frozen is not None and np.ndim(frozen) == 1:
-            fz = np.asarray(frozen)
-        back = levenberg_marquardt(model, problem.targets_only(), out.q[miss], budget,
-                                   rows=idx[miss], pull=out.q[miss], frozen=fz,
-                                   stall_window=stall_window)
+        back = _again(model, problem.targets_only(), out, idx, miss, frozen, stall_window,
+                      budget)
         take = miss[back.converged]
         out.q[take], out.converged[take] = back.q[back.converged], True
         out.position_error[take] = back.position_error[back.converged]
@@ -204,12 +200,8 @@ def _targets_first(model: BatchedKinematics, problem: Problem, res: LMResult, id
     res.converged = met
     if miss.size == 0 or budget <= 0:
         return
-    fz = None if frozen is None or np.ndim(frozen) == 1 else np.asarray(frozen)[miss]
-    if frozen is not None and np.ndim(frozen) == 1:
-        fz = np.asarray(frozen)
-    again = levenberg_marquardt(model, problem.as_pole_pull(), res.q[miss], budget,
-                                rows=idx[miss], pull=res.q[miss], frozen=fz,
-                                stall_window=stall_window)
+    again = _again(model, problem.as_pole_pull(), res, idx, miss, frozen, stall_window,
+                   budget)
     better = problem.badness(again.position_error, again.orientation_error) <= \
         problem.badness(res.position_error[miss], res.orientation_error[miss])
     take = miss[better]
@@ -218,6 +210,18 @@ def _targets_first(model: BatchedKinematics, problem: Problem, res: LMResult, id
     res.orientation_error[take] = again.orientation_error[better]
     res.pole_error[take] = again.pole_error[better]
     res.iterations[miss] += again.iterations
+
+
+def _again(model: BatchedKinematics, problem: Problem, res: LMResult, idx: Index,
+           miss: Index, frozen: NDArray[np.bool_] | None, stall_window: int | None,
+           budget: int) -> LMResult:  # fmt: skip
+    """Rows ``miss`` of ``res`` (of problems ``idx``) solved again on ``problem`` from
+    where they are, pulled toward there, their frozen columns kept."""
+    fz = None if frozen is None else np.asarray(frozen)
+    if fz is not None and fz.ndim == 2:
+        fz = fz[miss]
+    return levenberg_marquardt(model, problem, res.q[miss], budget, rows=idx[miss],
+                               pull=res.q[miss], frozen=fz, stall_window=stall_window)
 
 
 def on_target(model: BatchedKinematics, problem: Problem, q: Array,
