@@ -89,11 +89,12 @@ def levenberg_marquardt(model: BatchedKinematics, problem: Problem, q0: Array,
     lo_s, hi_s = lo / problem.col_scale, hi / problem.col_scale
     every_rows = problem.rows.take(idx)  # gathered once
     lin = problem.linearise(q, every_rows)
-    e, pe, re, po, weighted = lin.e, lin.pe, lin.re, lin.po, lin.jac
+    assert lin.jac is not None
+    e, pe, re, po = lin.e, lin.pe, lin.re, lin.po
+    weighted: Array = lin.jac
     # the poles or a posture as a pull (problem.pole_pull): light rows in the residual
     posture = problem.rows.posture is not None
     pulled = problem.pole_pull and (problem.poles is not None or posture)
-    assert weighted is not None
     energy = 0.5 * np.einsum("rk,rk->k", e, e)
     conv = problem.converged(lin)
     iters = np.zeros(k, dtype=int)
@@ -136,7 +137,8 @@ def levenberg_marquardt(model: BatchedKinematics, problem: Problem, q0: Array,
                                np.full(act.size, opts.lm_damping_floor)) * cs
             qt = model.recentre(np.clip(qt + fix, lo[:, None], hi[:, None]))
             lt = problem.linearise(qt, ra)
-            assert lt.jac is not None
+        jac_t = lt.jac
+        assert jac_t is not None
         en = 0.5 * np.einsum("rk,rk->k", lt.e, lt.e)
         ct = problem.converged(lt)
         # pulled: the energy counts the light rows, so a step is kept only when it lowers
@@ -144,7 +146,7 @@ def levenberg_marquardt(model: BatchedKinematics, problem: Problem, q0: Array,
         ok = en < ena if pulled else (en < ena) | ct
         if every and ok.all():
             q, e, energy, pe, re, po, conv = qt, lt.e, en, lt.pe, lt.re, lt.po, ct
-            weighted = lt.jac
+            weighted = jac_t
             iters += 1
             mult = np.maximum(mult * 0.5, 1e-6)
             acc = act
@@ -154,7 +156,7 @@ def levenberg_marquardt(model: BatchedKinematics, problem: Problem, q0: Array,
             e[:, acc] = lt.e[:, ok]
             energy[acc] = en[ok]
             pe[:, acc], re[:, acc], po[:, acc] = lt.pe[:, ok], lt.re[:, ok], lt.po[:, ok]
-            weighted[..., acc] = lt.jac[..., ok]
+            weighted[..., acc] = jac_t[..., ok]
             conv[acc] = ct[ok]
             iters[act] += 1
             mult[act] = np.where(ok, np.maximum(ma * 0.5, 1e-6), ma * 10.0)
