@@ -22,7 +22,8 @@ from .search import PathResult, frame_steps, jump_frames, local_steps
 Array = NDArray[np.float64]
 
 PEAK = 1.2  # a step this many times the local median step of the path is a peak
-ROUNDS = 16  # rounds of relaxing the peaks, at most
+ROUNDS = 8  # rounds of relaxing the peaks, at most
+RELAX_ITERATIONS = 12  # LM budget of a frame in a round
 
 
 def relax_peaks(model: BatchedKinematics, problem: Problem, path: PathResult,
@@ -33,7 +34,7 @@ def relax_peaks(model: BatchedKinematics, problem: Problem, path: PathResult,
     ``keep`` (F,) (on their poles)."""
     q, frames = path.q, len(path.q)
     solved = ~model.held
-    budget = problem.settings.max_iterations
+    budget = min(problem.settings.max_iterations, RELAX_ITERATIONS)
     for _ in range(ROUNDS):
         steps = frame_steps(model, q, solved)
         conv = path.converged
