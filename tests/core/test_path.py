@@ -475,6 +475,23 @@ def test_a_pole_the_truth_meets_is_met_on_most_frames_without_flips(seed: int) -
     assert met.sum() >= 100 and free.sum() < 10
 
 
+@pytest.mark.parametrize("seed", [3, 6])
+def test_a_poled_part_joins_the_poses_around_it(seed: int) -> None:
+    """A re-baked part of an arm7 clip with a fixed pole (frames 100-199 of 300, the
+    truth's poses on frames 99 and 200 given, which bend elsewhere than the pole asks):
+    the swing keeps the given ends and swings in and out, so no step exceeds twice the
+    truth's largest, the seams with the given poses included (swung on its first or
+    last frame too, these parts jumped 2.2 and 5.5 true steps there)."""
+    _, model, truth, targets = _arm7_poled(300, seed)
+    part = slice(100, 200)
+    pole = np.broadcast_to(np.array([0.6, 0.0, 1.2]), (100, 1, 3))
+    res = solve_path(model, targets[part], poles=PoleSet.build(model, [0], pole, [0.0]),
+                     before=truth[99], after=truth[200])
+    assert res.converged.all()
+    assert largest_step(model, np.vstack([truth[99], res.q, truth[200]])) < \
+        2.0 * largest_step(model, truth)
+
+
 def test_the_ladders_bookkeeping_reports_progress_as_it_goes() -> None:
     """Scoring the coarse frames' graph takes seconds on a long clip (3.5-5 s of a
     20,000-frame bake, issue 18: Blender's progress stood still and Esc waited): its two
