@@ -139,11 +139,26 @@ class BakeRig:
 
     def pose_values(self, names: list[str]) -> dict[str, dict[str, Any]]:
         """Joints' values (SPEC 3.3 entries: radians, metres) from their bones' current
-        pose."""
+        pose. A joint whose bone's channels read as on the last call keeps the entry
+        made then (a bake reads the driven joints on every frame; most stand still)."""
         bones = pose_of(self.armature).bones
-        return {name: self.maps[name].entry(channel_quaternion(bones[self.maps[name].bone]),
-                                            np.array(bones[self.maps[name].bone].location))
-                for name in names}
+        seen = self._last_entries
+        out: dict[str, dict[str, Any]] = {}
+        for name in names:
+            pb = bones[self.maps[name].bone]
+            quat, loc = channel_quaternion(pb), np.array(pb.location)
+            key = (*quat.tolist(), *loc.tolist())
+            last = seen.get(name)
+            if last is None or last[0] != key:
+                last = (key, self.maps[name].entry(quat, loc))
+                seen[name] = last
+            out[name] = last[1]
+        return out
+
+    @functools.cached_property
+    def _last_entries(self) -> dict[str, tuple[tuple[float, ...], dict[str, Any]]]:
+        """Per joint the channels last read and the entry made of them (pose_values)."""
+        return {}
 
     def keyed_poses_around(self, context: bpy.types.Context, start: int, end: int
                            ) -> tuple[dict[str, dict[str, Any]] | None,
