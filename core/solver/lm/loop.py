@@ -92,9 +92,9 @@ def levenberg_marquardt(model: BatchedKinematics, problem: Problem, q0: Array,
     assert lin.jac is not None
     e, pe, re, po = lin.e, lin.pe, lin.re, lin.po
     weighted: Array = lin.jac
-    # the poles or a posture as a pull (problem.pole_pull): light rows in the residual
+    # the poles or a posture as a pull (problem.light): light rows in the residual
     posture = problem.rows.posture is not None
-    pulled = problem.pole_pull and (problem.poles is not None or posture)
+    pulled = problem.light and (problem.poles is not None or posture)
     energy = 0.5 * np.einsum("rk,rk->k", e, e)
     conv = problem.converged(lin)
     iters = np.zeros(k, dtype=int)
@@ -173,7 +173,7 @@ def levenberg_marquardt(model: BatchedKinematics, problem: Problem, q0: Array,
             dead &= ~conv
     out = LMResult(np.ascontiguousarray(q.T), conv, iters, np.ascontiguousarray(pe.T),
                    np.ascontiguousarray(re.T), np.ascontiguousarray(po.T))
-    if problem.poles is not None and not problem.pole_pull:
+    if problem.poles is not None and not problem.light:
         _targets_first(model, problem, out, idx, frozen, stall_window, budget)
     if pulled and not conv.all() and budget > 0:  # light rows may leave a row just off
         # its targets where it stopped: back onto them from there, the targets alone

@@ -172,9 +172,9 @@ class Problem:
                 np.asarray(held, dtype=float).reshape(self.count, model.n)
             self.held = np.ascontiguousarray(hv[:, self.held_cols].T)
         self.poles = poles
-        # light rows (poles, a posture) pull in the targets' null space (as_pole_pull,
-        # with_posture)
-        self.pole_pull = False
+        # the poles' rows (and a posture's) are light: a pull in the targets' null space
+        # (as_pole_pull, with_posture)
+        self.light = False
         self._far: BoolArray | None = None
         pole_pos = None if poles is None else poles.positions(self.count)
         self.rows = Rows(np.ascontiguousarray(t[:, :, :3, :3].transpose(1, 2, 3, 0)),
@@ -250,7 +250,7 @@ class Problem:
         if self.poles is not None and rows.pole is not None:
             pe_rows, pj_rows, po = self.poles.rows(model, rows.pos, rows.pole, pos, jac,
                                                    self.scale)
-            share = LIGHT_SHARE if self.pole_pull else 1.0
+            share = LIGHT_SHARE if self.light else 1.0
             e = np.concatenate((e, pe_rows * share))
             if wjac is not None:
                 assert pj_rows is not None
@@ -290,13 +290,13 @@ class Problem:
         targets' null space (the loop moves toward the poles as far as the targets and
         limits allow, and stays on target once there)."""
         out = copy.copy(self)
-        out.pole_pull = True
+        out.light = True
         return out
 
     def targets_only(self) -> Problem:
         """The same problems' targets alone: no poles, no posture."""
         out = copy.copy(self)
-        out.pole_pull, out.poles = False, None
+        out.light, out.poles = False, None
         out.rows = Rows(self.rows.rot, self.rows.pos, None)
         return out
 
@@ -306,7 +306,7 @@ class Problem:
         the solution nearest the posture (in units of the column scales) that the LM
         reaches, no poles asked."""
         out = copy.copy(self)
-        out.pole_pull = True
+        out.light = True
         out.poles = None
         out.rows = Rows(self.rows.rot, self.rows.pos, None,
                         np.ascontiguousarray(np.asarray(posture, dtype=float).T))
@@ -326,6 +326,6 @@ class Problem:
         ok_p = (lin.pe < s.position_tolerance) | ~self.count_p[:, None]
         ok_r = (lin.re < s.orientation_tolerance) | ~self.count_r[:, None]
         ok = np.all(ok_p & ok_r, axis=0)
-        if lin.po.size and not self.pole_pull:
+        if lin.po.size and not self.light:
             ok &= np.all(lin.po < s.position_tolerance, axis=0)
         return ok

@@ -3,9 +3,10 @@
 Frames: world; units: metres, radians. The bake knows every target in advance, so a
 trajectory is solved as one problem: candidates per coarse frame (``candidates``), the
 least-motion path through them (``ladder``), every frame filled (``fill``), its peaks
-relaxed (``relax``); with poles, that path is then swung toward them (``swing``). Frames whose
-step from the previous frame is still a jump (more than ``flip_factor`` times the median
-step of the ten frames on each side) are reported: no continuous path was found there.
+relaxed (``relax``); with poles, that path is then swung toward them (``swing``).
+Frames whose step from the previous frame is still a jump (more than ``flip_factor``
+times the median step of the ten frames on each side) are reported: no continuous path
+was found there.
 """
 
 from __future__ import annotations
@@ -66,7 +67,6 @@ def solve_path(model: BatchedKinematics, targets: ArrayLike,
         tick = None if progress is None else (lambda x: progress(0.9 * x))
         path = _plan(model, targets, weights, settings, opts, start, before, after, held,
                      tick)
-        held = None if held is None else np.asarray(held, dtype=float)
         poled = Problem(model, targets, weights, settings, opts, held, poles)
         plain = Problem(model, targets, weights, settings, opts, held)
         out = swing_to_poles(model, poled, plain, path, start is not None or

@@ -17,7 +17,7 @@ from numpy.typing import NDArray
 from ..kinematics import BatchedKinematics
 from ..lm.loop import levenberg_marquardt
 from ..lm.problem import Problem
-from .search import PathResult, frame_steps, jump_frames, local_steps
+from .search import PathResult, frame_steps, jump_frames, local_steps, pair_steps
 
 Array = NDArray[np.float64]
 
@@ -58,10 +58,10 @@ def relax_peaks(model: BatchedKinematics, problem: Problem, path: PathResult,
             res = levenberg_marquardt(model, problem.with_posture(posture), q[rows], budget,
                                       rows=rows)
             path.iterations[rows] += res.iterations
-            old = np.maximum(_steps(model, before, q[rows], solved),
-                             _steps(model, q[rows], after, solved))
-            new = np.maximum(_steps(model, before, res.q, solved),
-                             _steps(model, res.q, after, solved))
+            old = np.maximum(pair_steps(model, before, q[rows], solved),
+                             pair_steps(model, q[rows], after, solved))
+            new = np.maximum(pair_steps(model, before, res.q, solved),
+                             pair_steps(model, res.q, after, solved))
             take = res.converged & (new < old)
             q[rows[take]] = res.q[take]
             path.position_error[rows[take]] = res.position_error[take]
@@ -72,8 +72,3 @@ def relax_peaks(model: BatchedKinematics, problem: Problem, path: PathResult,
     path.jumps = [int(j) for j in jump_frames(frame_steps(model, q, solved), flip_factor)]
     return path
 
-
-def _steps(model: BatchedKinematics, a: Array, b: Array, solved: NDArray[np.bool_]
-           ) -> Array:  # fmt: skip
-    """Per row the largest motion of a ``solved`` column from ``a`` to ``b`` (k, n)."""
-    return np.max(np.abs(model.difference(a, b)[:, solved]), axis=1, initial=0.0)

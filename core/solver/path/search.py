@@ -85,8 +85,7 @@ class Search:
     def steps(self, a: Array, b: Array) -> Array:
         """Per pair of rows the largest motion of a solved column (k,) from ``a`` to
         ``b`` (k, n), the nearest way (rad, m)."""
-        d = self.model.difference(a, b)[:, self.solved]
-        return np.max(np.abs(d), axis=1, initial=0.0)
+        return pair_steps(self.model, a, b, self.solved)
 
     def seeds(self, frame: int, count: int, keep: Array | None = None) -> Array:
         """Up to ``count`` distinct converged solutions of ``frame`` from restarts (far
@@ -205,6 +204,13 @@ class PathResult:
     jumps: list[int] = field(default_factory=list)
     iterations: NDArray[np.int64] = field(
         default_factory=lambda: np.zeros(0, dtype=np.int64))
+
+
+def pair_steps(model: BatchedKinematics, a: Array, b: Array, solved: NDArray[np.bool_]
+               ) -> Array:  # fmt: skip
+    """Per pair of rows the largest motion of a ``solved`` column (k,) from ``a`` to
+    ``b`` (k, n), the nearest way (rad, m)."""
+    return np.max(np.abs(model.difference(a, b)[:, solved]), axis=1, initial=0.0)
 
 
 def frame_steps(model: BatchedKinematics, q: Array, solved: NDArray[np.bool_]) -> Array:

@@ -35,7 +35,7 @@ from ..lm.loop import EXACT, levenberg_marquardt
 from ..lm.problem import Problem
 from .fill import SLOW_STALL_WINDOW
 from .relax import relax_peaks
-from .search import PathResult, frame_steps, local_steps
+from .search import PathResult, local_steps
 
 Array = NDArray[np.float64]
 
@@ -59,15 +59,14 @@ def swing_to_poles(model: BatchedKinematics, poled: Problem, plain: Problem,
     frames = len(path.q)
     if frames == 0:
         return path
-    every = np.arange(frames)
     budget = poled.settings.max_iterations
-    pull = poled.as_pole_pull()
-    polish = levenberg_marquardt(model, pull, path.q, budget, rows=every, pull=path.q,
+    polish = levenberg_marquardt(model, poled.as_pole_pull(), path.q, budget, pull=path.q,
                                  stall_window=SLOW_STALL_WINDOW)
     work = path.iterations + polish.iterations
     solved = ~model.held
     want = model.difference(path.q, polish.q)  # (F, n): the swing each frame asks for
-    want[~(polish.converged & path.converged)] = 0.0
+    polished = polish.converged & path.converged
+    want[~polished] = 0.0
     asked = path.q + want
     # on the pole: as near as the pull goes where nothing stops it (a pull the limits
     # stop may end anywhere within the tolerance, and elsewhere on the next frame)
@@ -75,18 +74,19 @@ def swing_to_poles(model: BatchedKinematics, poled: Problem, plain: Problem,
                  axis=1)
     # how much the swing changes per step: the asked frames' motion against the path's
     # (each the nearest way: a chart's wrap is no change)
-    turns = model.difference(asked[:-1], asked[1:]) - \
-        model.difference(path.q[:-1], path.q[1:])
+    moves = model.difference(path.q[:-1], path.q[1:])[:, solved]
+    turns = model.difference(asked[:-1], asked[1:])[:, solved] - moves
     share = swing_shares(np.max(np.abs(want[:, solved]), axis=1, initial=0.0),
-                         np.max(np.abs(turns[:, solved]), axis=1, initial=0.0),
-                         frame_steps(model, path.q, solved), met, flip_factor,
+                         np.max(np.abs(turns), axis=1, initial=0.0),
+                         np.max(np.abs(moves), axis=1, initial=0.0), met, flip_factor,
                          keep_first, keep_last)
     q = path.q.copy()
     conv = path.converged.copy()
     pe, re = path.position_error.copy(), path.orientation_error.copy()
     full = share >= 1.0
-    q[full], pe[full], re[full] = asked[full], polish.position_error[full], \
-        polish.orientation_error[full]
+    q[full] = asked[full]
+    took = full & polished  # elsewhere the asked pose is the path's, with its errors
+    pe[took], re[took] = polish.position_error[took], polish.orientation_error[took]
     part = np.flatnonzero((share > 0.0) & ~full)
     if part.size:  # a share of the way: the solution nearest that share of the swing
         blend = path.q + share[:, None] * want
