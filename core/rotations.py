@@ -210,3 +210,68 @@ def make_transform(r: ArrayLike, p: ArrayLike) -> Vec:
     t[:3, :3] = r
     t[:3, 3] = p
     return t
+
+
+# --------------------------------------------------------------- many rotations at once
+
+
+def quat_to_matrix_rows(quat: ArrayLike) -> Vec:
+    """:func:`quat_to_matrix` of quaternion rows (k, 4) ``[w, x, y, z]`` (normalised
+    first): rotation matrices (k, 3, 3)."""
+    q = np.asarray(quat, dtype=float)
+    w, x, y, z = (q / np.linalg.norm(q, axis=1, keepdims=True)).T
+    out = np.empty((len(q), 3, 3))
+    out[:, 0, 0], out[:, 0, 1], out[:, 0, 2] = 1 - 2 * (y * y + z * z), 2 * (x * y - w * z), \
+        2 * (x * z + w * y)
+    out[:, 1, 0], out[:, 1, 1], out[:, 1, 2] = 2 * (x * y + w * z), 1 - 2 * (x * x + z * z), \
+        2 * (y * z - w * x)
+    out[:, 2, 0], out[:, 2, 1], out[:, 2, 2] = 2 * (x * z - w * y), 2 * (y * z + w * x), \
+        1 - 2 * (x * x + y * y)
+    return out
+
+
+def matrix_to_quat_rows(r: ArrayLike) -> Vec:
+    """:func:`matrix_to_quat` of rotation matrices (k, 3, 3): unit quaternions (k, 4),
+    ``w >= 0``, each by the branch of Shepperd's method the scalar function takes."""
+    m = np.asarray(r, dtype=float)
+    d0, d1, d2 = m[:, 0, 0], m[:, 1, 1], m[:, 2, 2]
+    tr = d0 + d1 + d2
+    # the largest of 4 w^2, 4 x^2, 4 y^2, 4 z^2 (times a common factor) picks the branch
+    branch = np.where(tr >= np.maximum(np.maximum(d0, d1), d2), 0,
+                      np.where((d0 >= d1) & (d0 >= d2), 1, np.where(d1 >= d2, 2, 3)))
+    sums = np.stack([1.0 + tr, 1.0 + d0 - d1 - d2, 1.0 - d0 + d1 - d2, 1.0 - d0 - d1 + d2])
+    s = 2.0 * np.sqrt(np.maximum(np.take_along_axis(sums, branch[None], 0)[0], 0.0))
+    a = m[:, 2, 1] - m[:, 1, 2]  # 4 w x
+    b = m[:, 0, 2] - m[:, 2, 0]  # 4 w y
+    c = m[:, 1, 0] - m[:, 0, 1]  # 4 w z
+    e = m[:, 0, 1] + m[:, 1, 0]  # 4 x y
+    f = m[:, 0, 2] + m[:, 2, 0]  # 4 x z
+    g = m[:, 1, 2] + m[:, 2, 1]  # 4 y z
+    quarter = 0.25 * s
+    table = np.stack([
+        np.stack([quarter, a / s, b / s, c / s]),
+        np.stack([a / s, quarter, e / s, f / s]),
+        np.stack([b / s, e / s, quarter, g / s]),
+        np.stack([c / s, f / s, g / s, quarter]),
+    ])  # (branch, component, k)
+    q = np.take_along_axis(table, branch[None, None], 0)[0].T
+    q = q / np.linalg.norm(q, axis=1, keepdims=True)
+    return np.where(q[:, :1] < 0.0, -q, q)
+
+
+def quat_to_rotvec_rows(quat: ArrayLike) -> Vec:
+    """:func:`quat_to_rotvec` of quaternion rows (k, 4): rotation vectors (k, 3), angle
+    in [0, pi]."""
+    q = np.asarray(quat, dtype=float)
+    q = q / np.linalg.norm(q, axis=1, keepdims=True)
+    q = np.where(q[:, :1] < 0.0, -q, q)
+    v = q[:, 1:]
+    s = np.linalg.norm(v, axis=1)
+    angle = 2.0 * np.arctan2(s, q[:, 0])
+    k = np.where(s < 1e-8, 2.0 + s * s / 3.0, angle / np.where(s < 1e-8, 1.0, s))
+    return v * k[:, None]
+
+
+def matrix_to_rotvec_rows(r: ArrayLike) -> Vec:
+    """:func:`matrix_to_rotvec` of rotation matrices (k, 3, 3): rotation vectors (k, 3)."""
+    return quat_to_rotvec_rows(matrix_to_quat_rows(r))

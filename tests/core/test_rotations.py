@@ -112,3 +112,23 @@ def test_make_transform() -> None:
     m = r.make_transform(r.euler_xyz_to_matrix([0.1, 0.2, 0.3]), [1, 2, 3])
     np.testing.assert_allclose(m @ [0, 0, 0, 1], [1, 2, 3, 1])
     np.testing.assert_allclose(m[3], [0, 0, 0, 1])
+
+
+def test_rows_functions_match_the_scalar_ones_and_scipy(rotations: Rotation) -> None:
+    """The batched conversions give, row by row, what the scalar ones give (the same
+    branch of Shepperd's method, so equal to rounding), and scipy's rotations."""
+    mats = rotations.as_matrix()
+    quats = r.matrix_to_quat_rows(mats)
+    assert quats.shape == (len(mats), 4)
+    assert (quats[:, 0] >= 0.0).all()
+    for m, q in zip(mats, quats, strict=True):
+        np.testing.assert_allclose(q, r.matrix_to_quat(m), atol=1e-15, rtol=0)
+    back = r.quat_to_matrix_rows(quats * 3.0)  # not unit: normalised first
+    np.testing.assert_allclose(back, mats, atol=1e-12, rtol=0)
+    vecs = r.matrix_to_rotvec_rows(mats)
+    for m, v in zip(mats[::7], vecs[::7], strict=True):
+        np.testing.assert_allclose(v, r.matrix_to_rotvec(m), atol=1e-15, rtol=0)
+    sc = rotations.as_rotvec()
+    angle = np.linalg.norm(sc, axis=1)
+    clear = np.abs(angle - np.pi) > 1e-6  # at pi, v and -v are the same rotation
+    np.testing.assert_allclose(vecs[clear], sc[clear], atol=1e-9, rtol=0)
