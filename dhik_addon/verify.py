@@ -2,9 +2,10 @@
 
 The keys are written and the scene is stepped through the baked frames; on each frame
 the depsgraph evaluates the armature as Blender plays it (NLA, drivers, constraints,
-key interpolation between reduced keys, float32 keys: everything), and each effector
-bone's evaluated pose in armature space, turned into its joint frame (``R_bone @ N``,
-targets.py), is compared with the target the core solved for on that frame.
+key interpolation between reduced keys, float32 keys: everything) and each effector
+bone's evaluated pose in armature space is copied. After the loop, all frames at once,
+each pose, turned into its joint frame (``R_bone @ N``, targets.py), is compared with
+the target the core solved for on that frame.
 
 A frame *misses* when an effector is farther than the bake's position tolerance
 (armature units) or, for an effector with an orientation weight, turned more than the
@@ -27,14 +28,17 @@ from typing import TYPE_CHECKING
 
 import bpy
 import numpy as np
+from numpy.typing import NDArray
 
-from ..core.rotations import matrix_to_rotvec
+from ..core.rotations import Vec, matrix_to_quat_rows, matrix_to_rotvec_rows, quat_to_matrix_rows
 from .access import pose_of, scene_of
 from .frames import frame_loop
 from .props import settings
 from .targets import orthonormal
 
 if TYPE_CHECKING:
+    from mathutils import Matrix
+
     from ..core.app.bake import BakeResult
     from .bake_job import BakeJob
 
@@ -84,7 +88,10 @@ def sample(frames: list[int], limit: int = MAX_CHECKED) -> tuple[list[int], int]
 
 def check_bake(context: bpy.types.Context, job: BakeJob, result: BakeResult) -> Check:
     """Evaluate the baked frames in Blender and compare each effector with its target
-    (see the module docstring); the current frame is restored."""
+    (see the module docstring); the current frame is restored.
+
+    The frame loop only sets each frame and copies the effector bones' evaluated
+    matrices; the gaps of all frames are computed together afterwards (:func:`gaps`)."""
     ob = job.armature
     scene = scene_of(context)
     tol_p = job.settings.position_tolerance + POSITION_SLACK
@@ -96,33 +103,72 @@ def check_bake(context: bpy.types.Context, job: BakeJob, result: BakeResult) -> 
         jm = job.maps[track.name]
         targets = dict(track.targets)
         tracks.append((jm.bone, orthonormal(jm.to_bone), targets, track.rot_weight > 0.0))
+    # the (frame, track) pairs that have a target, frame by frame: the bones read there
+    pairs = [(i, j) for i, f in enumerate(frames)
+             for j, (_, _, targets, _) in enumerate(tracks) if targets.get(f) is not None]
+    reads: list[list[str]] = [[] for _ in frames]
+    for i, j in pairs:
+        reads[i].append(tracks[j][0])
     out = Check(len(frames), step)
     bones = pose_of(ob).bones
     current = scene.frame_current
+    copies: list[Matrix] = []  # the evaluated matrices, in the order of ``pairs``
     with frame_loop(scene):
         try:
-            for f in frames:
+            for f, names in zip(frames, reads, strict=True):
                 scene.frame_set(f)
-                worst_p = worst_r = 0.0
-                for bone, n, targets, oriented in tracks:
-                    target = targets.get(f)
-                    if target is None:
-                        continue
-                    m = np.array(bones[bone].matrix, dtype=float)
-                    worst_p = max(worst_p, float(np.linalg.norm(m[:3, 3] - target[:3, 3])))
-                    if oriented:
-                        r = orthonormal(m[:3, :3]) @ n
-                        gap = matrix_to_rotvec(target[:3, :3] @ r.T)
-                        worst_r = max(worst_r, float(np.linalg.norm(gap)))
-                out.max_position = max(out.max_position, worst_p)
-                out.max_orientation = max(out.max_orientation, worst_r)
-                if worst_p > tol_p or worst_r > tol_r:
-                    out.missed.append(f)
-                    if converged[f]:
-                        out.missed_converged.append(f)
+                copies += [bones[name].matrix.copy() for name in names]
         finally:
             scene.frame_set(current)
+    if not pairs:
+        return out
+    rows, cols = np.array(pairs).T
+    position, orientation = gaps(
+        np.array(copies, dtype=float).reshape(-1, 4, 4),
+        np.array([tracks[j][2][frames[i]] for i, j in pairs], dtype=float),
+        np.array([n for _, n, _, _ in tracks])[cols],
+        np.array([oriented for _, _, _, oriented in tracks], dtype=bool)[cols])
+    worst_p = _worst(position, rows, cols, (len(frames), len(tracks)))
+    worst_r = _worst(orientation, rows, cols, (len(frames), len(tracks)))
+    out.max_position = float(worst_p.max())
+    out.max_orientation = float(worst_r.max())
+    out.missed = [frames[k] for k in np.flatnonzero((worst_p > tol_p) | (worst_r > tol_r))]
+    out.missed_converged = [f for f in out.missed if converged[f]]
     return out
+
+
+def gaps(matrices: Vec, targets: Vec, to_joint: Vec, oriented: NDArray[np.bool_]
+         ) -> tuple[Vec, Vec]:  # fmt: skip
+    """Position and orientation gaps (k,) of evaluated bone matrices (k, 4, 4) from their
+    targets (k, 4, 4), the bone turned into its joint frame by ``to_joint`` (k, 3, 3);
+    the orientation gap is 0 where not ``oriented`` (k,). ValueError, like the scalar
+    conversions, on a non-finite rotation where oriented."""
+    position = _norms(matrices[:, :3, 3] - targets[:, :3, 3])
+    orientation = np.zeros(len(matrices))
+    if oriented.any():
+        m = matrices[oriented, :3, :3]
+        r = quat_to_matrix_rows(matrix_to_quat_rows(m)) @ to_joint[oriented]
+        gap = matrix_to_rotvec_rows(targets[oriented, :3, :3] @ r.transpose(0, 2, 1))
+        orientation[oriented] = _norms(gap)
+        if not np.isfinite(orientation).all():
+            raise ValueError("quaternion must be finite and non-zero")
+    return position, orientation
+
+
+def _norms(v: Vec) -> Vec:
+    """The length of each row of ``v`` (k, 3), summed by the dot kernel as
+    ``np.linalg.norm`` of one row sums it: the same float to the last bit."""
+    v = np.ascontiguousarray(v)
+    return np.sqrt((v[:, None, :] @ v[:, :, None])[:, 0, 0])
+
+
+def _worst(gap: Vec, rows: NDArray[np.intp], cols: NDArray[np.intp],
+           shape: tuple[int, int]) -> Vec:  # fmt: skip
+    """Each frame's largest gap, from the gaps of its ``(frame, track)`` pairs: 0 where
+    it has none, NaN left out (as Python's ``max`` from 0 leaves it out)."""
+    per = np.zeros(shape)
+    per[rows, cols] = np.where(gap > 0.0, gap, 0.0)
+    return per.max(axis=1)
 
 
 def report(context: bpy.types.Context, job: BakeJob, result: BakeResult) -> Check:
