@@ -236,6 +236,7 @@ class Preparation:
     def read(self, count: int) -> None:
         """Read the targets (and driven bones) of the next ``count`` frames."""
         self.reader.read(count)
+        self.check.flush(self.reader.scene)
 
     def finish(self, context: bpy.types.Context) -> BakeJob:
         """The job, once every frame is read."""

@@ -20,6 +20,7 @@ Two ways to write it (``scene.dhik.bake_action``):
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -295,6 +296,7 @@ def keyed_outside(ob: bpy.types.Object, solved: Sequence[str], start: int, end: 
 # --------------------------------------------------------------------------- writing
 
 
+@functools.cache
 def _enum_values(prop: str) -> dict[str, int]:
     rna = bpy.types.Keyframe.bl_rna.properties[prop]
     assert isinstance(rna, bpy.types.EnumProperty)

@@ -23,7 +23,7 @@ from ..core.model.skeleton import Skeleton
 from ..core.solver.settings import SolverSettings
 from . import bone_refs
 from .access import armature_data, pose_of, scene_of
-from .animation import channel_quaternion
+from .animation import channel_floats
 from .armature_read import chain_joint_count, joint_maps, read_skeleton
 from .bake_keys import (
     bone_joints,
@@ -113,7 +113,7 @@ class BakeRig:
             row.check_target(scene, ob)
             check_effector_moves(defn, row.bone, "DHIK", row.where or "effector")
         check_applied_scale(ob, defn)
-        maps = joint_maps(ob, defn)
+        maps = joint_maps(ob, defn, skeleton)
         names = [r.bone for r in rows]
         lengths = [chain_joint_count(ob, defn, r.bone, r.chain_length) for r in rows]
         solved = solved_joints(defn, names, lengths)
@@ -146,11 +146,10 @@ class BakeRig:
         out: dict[str, dict[str, Any]] = {}
         for name in names:
             pb = bones[self.maps[name].bone]
-            quat, loc = channel_quaternion(pb), np.array(pb.location)
-            key = (*quat.tolist(), *loc.tolist())
+            key = channel_floats(pb)  # plain floats: numpy only for a bone that moved
             last = seen.get(name)
             if last is None or last[0] != key:
-                last = (key, self.maps[name].entry(quat, loc))
+                last = (key, self.maps[name].entry(np.array(key[:4]), np.array(key[4:])))
                 seen[name] = last
             out[name] = last[1]
         return out

@@ -19,7 +19,7 @@ from ..core.errors import DhikError
 from .access import window_manager
 from .armature_read import skeleton_notes
 from .bake_job import BakeJob, Preparation
-from .bake_run import BakeSession
+from .bake_run import READ_CHUNK, BakeSession
 from .props import settings
 from .safety import bake_unavailable, posed_fixed_bones
 
@@ -104,7 +104,8 @@ class DHIK_OT_bake(bpy.types.Operator):
         wm.progress_begin(0, PROGRESS_UNITS)
         try:
             while not prep.finished:  # reading the targets: the first 5 %
-                prep.read(max(1, frames // 100))
+                prep.read(max(READ_CHUNK, frames // 100))  # the current frame is set
+                # again after each chunk: chunks of a few frames would double the steps
                 wm.progress_update(PROGRESS_UNITS * 0.05 * prep.done / frames)
             job = prep.finish(context)
             result = job.solve(lambda done, _total: wm.progress_update(

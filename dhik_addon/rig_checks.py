@@ -38,6 +38,7 @@ from ..core.model.definition import SkeletonDef
 from . import keying
 from .access import armature_data, pose_of
 from .animation import channel_quaternion
+from .frames import frame_loop
 from .joint_map import JointMap
 
 SCALE_TOLERANCE = 1e-5  # |scale - 1|, shear: below this a bone counts as unscaled (float32)
@@ -213,7 +214,12 @@ class FrameCheck:
     Checked: no scale (a scaled bone scales every offset below it: keyed, static or
     inherited squash and stretch), no location on a bone without translation joints
     (locked or connected ones are held at rest), no turn off a hinge's axis; and the
-    armature's evaluated world matrix (see :func:`check_armature_space`)."""
+    armature's evaluated world matrix (see :func:`check_armature_space`).
+
+    Calling it on a frame records what Blender evaluated there (all bones' matrices and
+    locations in one read each); :meth:`flush` checks the frames recorded, all at once,
+    and a frame the arrays flag is set again and checked bone by bone (:meth:`check_now`),
+    which raises the one-line error."""
 
     def __init__(self, ob: bpy.types.Object, defn: SkeletonDef, maps: dict[str, JointMap],
                  effectors: Sequence[str], solved: Sequence[str],
@@ -238,12 +244,77 @@ class FrameCheck:
         self.fixed_place = [n for n in above if n not in slides and n not in fixed
                             and not arm.bones[n].use_connect]
         self.hinges = [n for n in above if n in maps and maps[n].type == "revolute"]
+        index = {pb.name: i for i, pb in enumerate(pose_of(ob).bones)}
+        self._count = len(index)
+        self._above = np.array([index[n] for n in above], dtype=np.intp)
+        self._place = np.array([index[n] for n in self.fixed_place], dtype=np.intp)
+        self._rest = np.array([self.rest_inverse[n] for n in above]).reshape(-1, 3, 3)
+        self._oriented = any(w[1] > 0.0 for w in self.weights)
+        self._frames: list[int] = []
+        self._world: list[np.ndarray] = []
+        self._mats: list[np.ndarray] = []
+        self._locs: list[np.ndarray] = []
 
     def __call__(self, frame: int) -> None:
+        """Record what Blender evaluates at ``frame`` (the scene is set to it); with a
+        hinge above the chains, check the frame now, bone by bone."""
+        if self.hinges:
+            self.check_now(frame)
+            return
+        ob = self.ob
+        bones = pose_of(ob).bones
+        self._frames.append(frame)
+        self._world.append(np.array(ob.matrix_world, dtype=float))
+        if self.above:  # column-major 4x4s, every bone in one read
+            mats = np.empty(self._count * 16, dtype=np.float32)
+            bones.foreach_get("matrix", mats)
+            self._mats.append(mats.reshape(-1, 4, 4)[self._above])
+        if self.fixed_place:
+            locs = np.empty(self._count * 3, dtype=np.float32)
+            bones.foreach_get("location", locs)
+            self._locs.append(locs.reshape(-1, 3)[self._place])
+
+    def flush(self, scene: bpy.types.Scene) -> None:
+        """Check the frames recorded since the last flush, in order; a frame the arrays
+        flag (at half the tolerances) is set again and checked by :meth:`check_now`, so
+        the first problem raises its DhikError. The current frame is restored."""
+        frames, self._frames = self._frames, []
+        if not frames:
+            return
+        flagged = np.zeros(len(frames), dtype=bool)
+        if self._oriented:
+            m = np.array(self._world)[:, :3, :3]
+            gram = np.einsum("fji,fjk->fik", m, m)
+            size = np.trace(gram, axis1=1, axis2=2)[:, None, None] / 3.0
+            with np.errstate(divide="ignore", invalid="ignore"):
+                gap = np.abs(gram / size - np.eye(3)).max(axis=(1, 2))
+            flagged |= ~(gap <= 0.5 * SCALE_TOLERANCE)
+        if self.above:  # (F, A, 3, 3) bone matrices, transposed from column-major
+            m = np.array(self._mats, dtype=float)[..., :3, :3].swapaxes(-1, -2) @ self._rest
+            gram = np.einsum("faji,fajk->faik", m, m)
+            flagged |= (np.abs(gram - np.eye(3)).max(axis=(1, 2, 3)) > 0.5 * SCALE_TOLERANCE)
+        if self.fixed_place:
+            flagged |= np.abs(np.array(self._locs, dtype=float)).max(axis=(1, 2)) \
+                > 0.5 * SLIDE_TOLERANCE
+        self._world, self._mats, self._locs = [], [], []
+        if not flagged.any():
+            return
+        current = scene.frame_current
+        with frame_loop(scene):
+            try:
+                for i in np.flatnonzero(flagged):
+                    scene.frame_set(frames[int(i)])
+                    self.check_now(frames[int(i)])
+            finally:
+                scene.frame_set(current)
+
+    def check_now(self, frame: int) -> None:
+        """The checks on the scene as it is now (``frame``), bone by bone: DhikError at
+        the first problem."""
         ob = self.ob
         where = f"armature {ob.name!r}"
-        check_armature_space(ob, np.array(ob.matrix_world, dtype=float), self.weights, frame)
         pose = pose_of(ob).bones
+        check_armature_space(ob, np.array(ob.matrix_world, dtype=float), self.weights, frame)
         for name in self.above:
             pb = pose[name]
             m = np.array(pb.matrix, dtype=float)[:3, :3] @ self.rest_inverse[name]

@@ -30,7 +30,7 @@ from collections.abc import Callable, Sequence
 
 import bpy
 import numpy as np
-from mathutils import Euler, Matrix, Quaternion
+from mathutils import Euler, Matrix
 
 from ..core.errors import DhikError
 from ..core.model.definition import Keyframe
@@ -38,8 +38,8 @@ from ..core.rotations import (
     euler_xyz_to_matrix,
     matrix_to_quat,
     matrix_to_rotvec,
-    quat_normalize,
     quat_to_matrix,
+    quat_to_matrix_rows,
 )
 from . import bone_refs, keying
 from .access import armature_data, collection_of, scene_of
@@ -224,18 +224,29 @@ def world_keyframes(
     return out
 
 
-def rotation_of(q: Quaternion) -> np.ndarray:
-    """The 3x3 rotation (float64, orthonormal) of Blender quaternion ``q`` (float32)."""
-    return quat_to_matrix(quat_normalize(np.array(q, dtype=float)))
-
-
 def _rigid(m: Matrix) -> np.ndarray:
     """4x4 numpy rotation + translation of ``m`` (scale removed; the rotation made
     orthonormal in float64, as Export Targets writes it)."""
+    return _rigid_rows([_decomposed(m)])[0]
+
+
+def _decomposed(m: Matrix) -> tuple[float, ...]:
+    """``m``'s rotation quaternion (w, x, y, z) and location, as Blender decomposes it
+    (scale dropped): 7 floats, for :func:`_rigid_rows`."""
     loc, rot, _scale = m.decompose()
-    out = np.eye(4)
-    out[:3, :3] = rotation_of(rot)
-    out[:3, 3] = np.array(loc, dtype=float)
+    return (*rot[:], *loc[:])
+
+
+def _rigid_rows(rows: Sequence[Sequence[float]]) -> np.ndarray:
+    """:func:`_rigid` of many decomposed matrices (k, 7) at once: (k, 4, 4)."""
+    arr = np.array(rows, dtype=float).reshape(-1, 7)
+    norm = np.linalg.norm(arr[:, :4], axis=1)
+    if not np.isfinite(norm).all() or not norm.all():
+        raise ValueError("quaternion must be finite and non-zero")
+    out = np.zeros((len(arr), 4, 4))
+    out[:, :3, :3] = quat_to_matrix_rows(arr[:, :4])
+    out[:, :3, 3] = arr[:, 4:]
+    out[:, 3, 3] = 1.0
     return out
 
 
@@ -260,9 +271,17 @@ def armature_space_poses(
     """Per target (with ``bones``: per target and bone name, "" for the object itself),
     its evaluated world pose in the armature's space now (4x4, metres, scale removed;
     see :class:`TrackReader`)."""
+    return list(_rigid_rows(_decomposed_poses(depsgraph, targets, armature, bones)))
+
+
+def _decomposed_poses(depsgraph: bpy.types.Depsgraph, targets: Sequence[bpy.types.Object],
+                      armature: bpy.types.Object, bones: Sequence[str] | None
+                      ) -> list[tuple[float, ...]]:  # fmt: skip
+    """:func:`armature_space_poses` as :func:`_decomposed` rows (the per-frame part of a
+    read: Blender's matrices only, no numpy)."""
     inverse = armature.evaluated_get(depsgraph).matrix_world.inverted_safe()
     names = [""] * len(targets) if bones is None else list(bones)
-    return [_rigid(inverse @ world_pose(depsgraph, t, b))
+    return [_decomposed(inverse @ world_pose(depsgraph, t, b))
             for t, b in zip(targets, names, strict=True)]
 
 
@@ -304,19 +323,23 @@ class TrackReader:
         """Read the next ``count`` frames (fewer at the end)."""
         scene = self.scene
         current = scene.frame_current
+        frames = self.frames[self.done:self.done + max(count, 1)]
+        rows: list[tuple[float, ...]] = []
         with frame_loop(scene):
             try:
-                for f in self.frames[self.done:self.done + max(count, 1)]:
+                for f in frames:
                     scene.frame_set(f)
-                    poses = armature_space_poses(self.depsgraph, self.targets, self.armature,
-                                                 self.bones)
-                    for track, pose in zip(self.tracks, poses, strict=True):
-                        track.append((f, pose))
+                    rows.extend(_decomposed_poses(self.depsgraph, self.targets,
+                                                  self.armature, self.bones))
                     if self.each_frame is not None:
                         self.each_frame(f)
-                    self.done += 1
             finally:
                 scene.frame_set(current)
+        if frames and self.targets:  # the poses of every frame read, at once
+            poses = _rigid_rows(rows).reshape(len(frames), len(self.targets), 4, 4)
+            for i, track in enumerate(self.tracks):
+                track.extend(zip(frames, poses[:, i], strict=True))
+        self.done += len(frames)
 
 
 def armature_space_tracks(
