@@ -18,6 +18,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any, cast
 
 import numpy as np
@@ -32,26 +33,16 @@ from ..rotations import (
 )
 from ..solver.kinematics import PRISMATIC, REVOLUTE, ROTVEC
 from ..solver.lm.problem import SEARCH_LIMIT
-from .charts import angles_in_box, rotvec_coefficients, rotvec_near, rotvec_recentred
+from .charts import angles_in_box, chart_quats, rotvec_matrices, rotvec_near, rotvec_recentred
 from .definition import SkeletonDef
+from .fk_rows import AXES, WIDTH, RowsPlan, forward_rows, rodrigues_parts
 from .skeleton import Skeleton
 
 Array = NDArray[np.float64]
 
-_AXES = np.eye(3)
-_WIDTH = {"revolute": 1, "prismatic": 1, "spherical": 3}  # columns per joint type
-
-
-def _skew(v: Array) -> Array:
-    x, y, z = v
-    return np.array([[0.0, -z, y], [z, 0.0, -x], [-y, x, 0.0]])
-
-
-def _rodrigues_parts(axis: Array) -> tuple[Array, Array, Array]:
-    """``(E0, EC, ES)`` with ``R(q) = E0 + cos(q) EC + sin(q) ES`` about the unit ``axis``."""
-    k = _skew(axis)
-    k2 = k @ k
-    return np.eye(3) + k2, -k2, k
+# FK runs batch-first up to _FEW_ROWS rows (numpy's per-call cost dominates), batch-last
+# beyond (fewer passes over smaller arrays); _CHUNK: floats in a Jacobian's temporary
+_FEW_ROWS, _CHUNK = 32, 2**14
 
 
 @dataclass(frozen=True)
@@ -126,7 +117,7 @@ class BatchedModel:
         self._one_dof: list[tuple[str, int, int]] = []  # (joint name, column, kind)
         held: list[bool] = []
         for i, d in enumerate(order):
-            held.extend([d.name not in solved] * _WIDTH.get(d.type, 0))
+            held.extend([d.name not in solved] * WIDTH.get(d.type, 0))
             parent = -1 if d.parent is None else index[d.parent]
             off = np.array(d.offset, dtype=float)
             col = -1
@@ -172,17 +163,15 @@ class BatchedModel:
             while name is not None:
                 st = self._steps[index[name]]
                 if st.col >= 0:
-                    self.paths[k, st.col:st.col + _WIDTH[st.kind]] = True
+                    self.paths[k, st.col:st.col + WIDTH[st.kind]] = True
                 name = by_name[name].parent
-        self._parts = {st.i: _rodrigues_parts(st.axis) for st in self._steps
+        self._parts = {st.i: rodrigues_parts(st.axis) for st in self._steps
                        if st.kind == "revolute" and st.axis is not None}
         self._coord_axis = {st.i: int(np.flatnonzero(st.axis)[0]) for st in self._steps
                             if st.kind == "revolute" and st.axis is not None
                             and np.count_nonzero(st.axis) == 1}
-        self._prismatic = self.kinds == PRISMATIC
-        self._rotvec = self.kinds == ROTVEC
-        self._any_trig = bool((self.kinds == REVOLUTE).any())
         self._angle_rows = self.kinds == REVOLUTE
+        self._any_trig = bool(self._angle_rows.any())
         # the first column of each rotation vector (an unlimited spherical joint)
         self.rotvec_starts = np.array([c for _, c, rv in self._spherical if rv], dtype=int)
         # per effector: the lengths of the offsets from its first solved joint down (m)
@@ -198,32 +187,38 @@ class BatchedModel:
         # value matters modulo a turn
         self.wraps = (self.kinds == REVOLUTE) & (np.abs(self.lo) > SEARCH_LIMIT) \
             & (np.abs(self.hi) > SEARCH_LIMIT) & ~self.held
-        self._any_prismatic = bool(self._prismatic.any())
-        self._prismatic_cols = np.flatnonzero(self._prismatic)
+        self._prismatic_cols = np.flatnonzero(self.kinds == PRISMATIC)
         self._full_path = [bool(p.all()) for p in self.paths]
-        self._path_mask = [p.astype(float)[None, :, None] for p in self.paths]  # (1, n, 1)
+
+    @cached_property
+    def _plan(self) -> RowsPlan:
+        """The tables of :func:`~.fk_rows.forward_rows`, :meth:`recentre`, :meth:`nearest`."""
+        return RowsPlan(self._steps, self.n, self._eff, self.kinds, self.rotvec_starts,
+                        self.wraps)
 
     # -- FK ------------------------------------------------------------------------------
     def _forward(self, q: Array, columns: bool) -> tuple[Array, Array, Array | None,
                                                          Array | None]:  # fmt: skip
-        """Batch-last FK of ``q`` (n, k): effector (and point) rotations (m, 3, 3, k) and
-        positions (m, 3, k), and (``columns``) each column's world axis (the angular
-        velocity per unit of the column: unit for a hinge or slider, a column of the
-        rotation vector's left Jacobian for ROTVEC) and joint origin (n, 3, k). A
-        rotation is kept as its three columns (3, k each): a turn about a coordinate axis
-        rewrites two of them and shares the third."""
+        """FK of ``q`` (n, k), batch-last (few rows: :func:`.fk_rows.forward_rows`): effector (and
+        point) rotations (m, 3, 3, k) and positions (m, 3, k), and (``columns``) each
+        column's world axis (the angular velocity per unit of the column: unit for a hinge
+        or slider, a column of the rotation vector's left Jacobian for ROTVEC) and joint
+        origin (n, 3, k). A rotation is kept as its three columns (3, k each): a turn about
+        a coordinate axis rewrites two of them and shares the third."""
         k = q.shape[1]
+        if k <= _FEW_ROWS:
+            return forward_rows(self._plan, q, columns)
         rots: list[Cols] = []
         poss: list[Array] = []
         axes = np.empty((self.n, 3, k)) if columns else None
         origins = np.empty((self.n, 3, k)) if columns else None
-        ident: Cols = (_AXES[:, 0, None], _AXES[:, 1, None], _AXES[:, 2, None])
+        ident: Cols = (AXES[:, 0, None], AXES[:, 1, None], AXES[:, 2, None])
         zero = np.zeros((3, 1))
-        # every rotation vector's matrix (and left Jacobian) at once: (J, 3, 3, k)
+        # every rotation vector's matrix (and left Jacobian) at once: (3, 3, J, k)
         rv_index = {int(c): j for j, c in enumerate(self.rotvec_starts)}
         rv_local = rv_left = None
         if rv_index:
-            rv_local, rv_left = _rotvec_matrices(q, self.rotvec_starts, columns)
+            rv_local, rv_left = rotvec_matrices(q[self._plan.rotvec_cols], columns)
         # every hinge's cosine and sine in two calls (other rows unused)
         if self._any_trig:
             ang = q if self._angle_rows.all() else np.where(self._angle_rows[:, None], q, 0.0)
@@ -239,12 +234,12 @@ class BatchedModel:
             elif st.kind == "revolute":
                 c = st.col
                 if columns:
-                    axes[c] = self._axis_world(rp, st)  # type: ignore[index]
+                    axes[c] = _combine(rp, st.axis)  # type: ignore[index]
                     origins[c] = p  # type: ignore[index]
                 r = self._turn(rp, st, cq[c], sq[c])
             elif st.kind == "prismatic":
                 r = rp
-                w = self._axis_world(rp, st)
+                w = _combine(rp, st.axis)  # the axis in the world
                 p = p + w * q[st.col]
                 if columns:
                     axes[st.col] = w  # type: ignore[index]
@@ -253,10 +248,10 @@ class BatchedModel:
                 j = rv_index[st.col]
                 assert rv_local is not None
                 stacked = np.stack(np.broadcast_arrays(*rp))  # (3 columns, 3, k)
-                r = tuple(np.einsum("ick,ijk->jck", stacked, rv_local[j]))
+                r = tuple(np.einsum("ick,ijk->jck", stacked, rv_local[:, :, j]))
                 if columns:
                     assert rv_left is not None
-                    axes[st.col:st.col + 3] = np.einsum("ick,ijk->jck", stacked, rv_left[j])  # type: ignore[index]
+                    axes[st.col:st.col + 3] = np.einsum("ick,ijk->jck", stacked, rv_left[:, :, j])  # type: ignore[index]
                     origins[st.col:st.col + 3] = p  # type: ignore[index]
             else:  # spherical in a box: Rx(a) Ry(b) Rz(c)
                 r = rp
@@ -275,18 +270,6 @@ class BatchedModel:
                 rot[e, :, j] = rots[i][j]
             pos[e] = poss[i]
         return rot, pos, axes, origins
-
-    @staticmethod
-    def _axis_world(rp: Cols, st: _Step) -> Array:
-        """The joint's unit axis in the world (3, k)."""
-        assert st.axis is not None
-        out = None
-        for j in range(3):
-            if st.axis[j] != 0.0:
-                term = rp[j] if st.axis[j] == 1.0 else rp[j] * st.axis[j]
-                out = term if out is None else out + term
-        assert out is not None
-        return out
 
     def _turn(self, rp: Cols, st: _Step, c: Array, s: Array) -> Cols:
         """``rp @ R_axis(v)`` for a revolute step, as columns, from ``c = cos v`` and
@@ -333,20 +316,21 @@ class BatchedModel:
         k, m = q.shape[1], len(self._eff)
         jac = np.empty((m, 6, self.n, k))
         ax0, ax1, ax2 = axes[:, 0], axes[:, 1], axes[:, 2]  # (n, k) each
-        for e in range(m):
-            d = pos[e][None] - origins  # (n, 3, k): from each joint to the effector
-            d0, d1, d2 = d[:, 0], d[:, 1], d[:, 2]
-            out = jac[e]
-            np.subtract(ax1 * d2, ax2 * d1, out=out[0])
-            np.subtract(ax2 * d0, ax0 * d2, out=out[1])
-            np.subtract(ax0 * d1, ax1 * d0, out=out[2])
-            out[3], out[4], out[5] = ax0, ax1, ax2
-            if self._any_prismatic:  # a slider moves the effector along its axis
+        step = max(1, _CHUNK // (3 * self.n * k + 1))  # effectors at once: fewer, small arrays
+        for e in range(0, m, step):
+            out = jac[e:e + step]
+            d = pos[e:e + step, None] - origins  # (g, n, 3, k): from each joint to the effector
+            d0, d1, d2 = d[:, :, 0], d[:, :, 1], d[:, :, 2]
+            np.subtract(ax1 * d2, ax2 * d1, out=out[:, 0])  # linear: axis x d
+            np.subtract(ax2 * d0, ax0 * d2, out=out[:, 1])
+            np.subtract(ax0 * d1, ax1 * d0, out=out[:, 2])
+            out[:, 3:] = axes.transpose(1, 0, 2)
+            if self._prismatic_cols.size:  # a slider moves the effector along its axis
                 sl = self._prismatic_cols
-                out[0:3, sl] = axes[sl].transpose(1, 0, 2)
-                out[3:, sl] = 0.0
-            if not self._full_path[e]:  # columns off the effector's path do not move it
-                out *= self._path_mask[e]
+                out[:, 0:3, sl] = axes[sl].transpose(1, 0, 2)
+                out[:, 3:, sl] = 0.0
+            if not all(self._full_path[e:e + step]):  # columns off its path do not move it
+                out *= self.paths[e:e + step, None, :, None].astype(float)
         return rot, pos, jac
 
     def pose(self, q: Array) -> tuple[Array, Array]:
@@ -375,16 +359,12 @@ class BatchedModel:
     def recentre(self, q: Array) -> Array:
         """``q`` (n, k) with every rotation vector longer than ``charts.RECENTRE`` replaced
         by its rotation's shorter one (the same pose; a copy where anything changed)."""
-        if self.rotvec_starts.size == 0:
+        v = q[self._plan.rotvec_cols]  # (3, J, k)
+        w = rotvec_recentred(v)
+        if w is v:  # none too long
             return q
-        out = q
-        for c in self.rotvec_starts:
-            v = q[c:c + 3]
-            w = rotvec_recentred(v)
-            if w is not v:
-                if out is q:
-                    out = q.copy()
-                out[c:c + 3] = w
+        out = q.copy()
+        out[self._plan.rotvec_cols] = w
         return out
 
     def nearest(self, ref: Array, q: Array) -> Array:
@@ -393,9 +373,13 @@ class BatchedModel:
         vector (rad, m)."""
         q = np.asarray(q, dtype=float)
         ref = np.broadcast_to(np.asarray(ref, dtype=float), q.shape)
-        out = np.where(self.wraps, ref + (q - ref + np.pi) % (2 * np.pi) - np.pi, q)
-        for c in self.rotvec_starts:
-            out[:, c:c + 3] = rotvec_near(ref[:, c:c + 3].T, q[:, c:c + 3].T).T
+        out = q.copy()
+        w = self._plan.wrap_cols
+        if w.size:
+            out[..., w] = ref[..., w] + (q[..., w] - ref[..., w] + np.pi) % (2 * np.pi) - np.pi
+        if self.rotvec_starts.size:  # the vectors batch-last, (3, J, k)
+            near = rotvec_near(ref.T[self._plan.rotvec_cols], q.T[self._plan.rotvec_cols])
+            out[:, self._plan.rotvec_cols] = near.transpose(2, 0, 1)
         return out
 
     def difference(self, a: Array, b: Array) -> Array:
@@ -416,18 +400,11 @@ class BatchedModel:
             else:
                 out[name] = {"type": "revolute", "angle": float(q[c])}
         for name, c, rv in self._spherical:
-            quat = self._quats(q[None, c:c + 3], rv)[0]
+            quat = chart_quats(q[None, c:c + 3], rv)[0]
             out[name] = {"type": "spherical",
                          "euler": [float(v) for v in quat_to_euler_xyz(quat)],
                          "quaternion": [float(v) for v in quat]}
         return out
-
-    @staticmethod
-    def _quats(v: Array, rotvec: bool) -> Array:
-        """Quaternions (k, 4) ``[w, x, y, z]`` of a spherical joint's coordinates (k, 3)."""
-        if rotvec:
-            return rotvec_quat_rows(v)
-        return intrinsic_xyz_quat_rows(v[:, 0], v[:, 1], v[:, 2])
 
     def value_columns(self, q: Array) -> dict[str, tuple[str, Array]]:
         """:meth:`joint_values` of many rows ``q`` (k, n) at once, as arrays: per joint
@@ -439,7 +416,7 @@ class BatchedModel:
         for name, c, kind in self._one_dof:
             out[name] = ("prismatic" if kind == PRISMATIC else "revolute", q[:, c])
         for name, c, rv in self._spherical:
-            quat = self._quats(q[:, c:c + 3], rv)
+            quat = chart_quats(q[:, c:c + 3], rv)
             out[name] = ("spherical", np.column_stack([quat_to_euler_xyz_rows(quat), quat]))
         return out
 
@@ -473,29 +450,6 @@ _MIX = {0: (1, 2), 1: (2, 0), 2: (0, 1)}  # columns a turn about X, Y, Z mixes
 Cols = tuple[Array, Array, Array]  # a rotation's three columns, (3, k) or (3, 1) each
 
 
-def _rotvec_matrices(q: Array, starts: Array, left: bool) -> tuple[Array, Array | None]:
-    """For the rotation vectors starting at columns ``starts`` (J,) of ``q`` (n, k):
-    ``exp([v]x)`` (J, 3, 3, k) and, with ``left``, the left Jacobians (J, 3, 3, k)
-    (``charts.rotvec_coefficients``), all joints at once:
-    ``R = cos I + s [v]x + c v v^T`` and ``J = (1 - d t^2) I + c [v]x + d v v^T``."""
-    v = q[starts[:, None] + np.arange(3)[None]]  # (J, 3, k)
-    jn, k = len(starts), q.shape[1]
-    t, s, c, d = rotvec_coefficients(v.transpose(1, 0, 2).reshape(3, jn * k))
-    s, c, d, t2 = (a.reshape(jn, k) for a in (s, c, d, t * t))
-    outer = v[:, :, None] * v[:, None, :]  # (J, 3, 3, k)
-    skew = np.zeros((jn, 3, 3, k))
-    skew[:, 0, 1], skew[:, 0, 2], skew[:, 1, 2] = -v[:, 2], v[:, 1], -v[:, 0]
-    skew[:, 1, 0], skew[:, 2, 0], skew[:, 2, 1] = v[:, 2], -v[:, 1], v[:, 0]
-    eye = _AXES[None, :, :, None]
-    rot = (1.0 - c * t2)[:, None, None] * eye + s[:, None, None] * skew \
-        + c[:, None, None] * outer
-    if not left:
-        return rot, None
-    jac = (1.0 - d * t2)[:, None, None] * eye + c[:, None, None] * skew \
-        + d[:, None, None] * outer
-    return rot, jac
-
-
 def _coordinate_turn(rp: Cols, axis: int, c: Array, s: Array) -> Cols:
     """``rp @ R_axis(v)`` for a coordinate axis (0, 1, 2), as columns (batch last), from
     ``c = cos v`` and ``s = sin v`` (k,)."""
@@ -507,44 +461,18 @@ def _coordinate_turn(rp: Cols, axis: int, c: Array, s: Array) -> Cols:
     return out[0], out[1], out[2]
 
 
+def _combine(rp: Cols, v: Array | None) -> Array:
+    """``rp @ v`` (3, k) for a constant (3,) (zero terms skipped) or per-row (3, k) ``v``."""
+    assert v is not None
+    acc = None
+    for i in range(3):
+        if v.ndim == 1 and v[i] == 0.0:
+            continue
+        term = rp[i] if v.ndim == 1 and v[i] == 1.0 else rp[i] * v[i]
+        acc = term if acc is None else acc + term
+    return np.zeros((3, 1)) if acc is None else acc
+
+
 def _mix(rp: Cols, m: Array) -> Cols:
     """``rp @ m`` as columns, for a constant (3, 3) or per-row (3, 3, k) ``m``."""
-    out = []
-    for j in range(3):
-        acc = None
-        for i in range(3):
-            f = m[i, j]
-            if m.ndim == 2 and f == 0.0:
-                continue
-            term = rp[i] if m.ndim == 2 and f == 1.0 else rp[i] * f
-            acc = term if acc is None else acc + term
-        out.append(np.zeros((3, 1)) if acc is None else acc)
-    return out[0], out[1], out[2]
-
-
-def intrinsic_xyz_quat(a: float, b: float, c: float) -> tuple[float, float, float, float]:
-    """The unit quaternion ``(w, x, y, z)`` of ``Rx(a) Ry(b) Rz(c)`` (rad)."""
-    ca, sa = math.cos(a / 2), math.sin(a / 2)
-    cb, sb = math.cos(b / 2), math.sin(b / 2)
-    cc, sc = math.cos(c / 2), math.sin(c / 2)
-    w, x, y, z = ca, sa, 0.0, 0.0  # qx
-    w, x, y, z = w * cb, x * cb, w * sb, x * sb  # qx * qy
-    return (w * cc - z * sc, x * cc + y * sc, y * cc - x * sc, z * cc + w * sc)
-
-
-def intrinsic_xyz_quat_rows(a: Array, b: Array, c: Array) -> Array:
-    """:func:`intrinsic_xyz_quat` of arrays of angles (k,) (rad): quaternions (k, 4)."""
-    ca, sa = np.cos(a / 2), np.sin(a / 2)
-    cb, sb = np.cos(b / 2), np.sin(b / 2)
-    cc, sc = np.cos(c / 2), np.sin(c / 2)
-    w, x, y, z = ca * cb, sa * cb, ca * sb, sa * sb  # qx * qy
-    return np.column_stack([w * cc - z * sc, x * cc + y * sc, y * cc - x * sc, z * cc + w * sc])
-
-
-def rotvec_quat_rows(v: Array) -> Array:
-    """Quaternions (k, 4) ``[w, x, y, z]`` of rotation vectors (k, 3) (rad), ``w >= 0``."""
-    t = np.sqrt(np.einsum("ki,ki->k", v, v))
-    half = 0.5 * t
-    k = np.where(t < 1e-8, 0.5 - t * t / 48.0, np.sin(half) / np.where(t < 1e-8, 1.0, t))
-    out = np.column_stack([np.cos(half), v * k[:, None]])
-    return np.where(out[:, :1] < 0.0, -out, out)
+    return _combine(rp, m[:, 0]), _combine(rp, m[:, 1]), _combine(rp, m[:, 2])

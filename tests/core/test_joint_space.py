@@ -13,6 +13,7 @@ import fixtures
 import numpy as np
 import pytest
 from dhik.app.formats import load_skeleton, parse_skeleton
+from dhik.model import joint_space
 from dhik.model.charts import RECENTRE
 from dhik.model.compiled import CompiledKinematics
 from dhik.model.joint_space import BatchedModel
@@ -111,6 +112,25 @@ def test_point_jacobians_are_the_joint_position_derivatives() -> None:
     assert np.abs(jac[:, 2, :3]).max() > 0.1  # the elbow's position moves
     with pytest.raises(ValueError, match="not on an effector's path"):
         BatchedModel(defn, ["Elbow"], points=["Hand"])
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_few_rows_and_many_rows_agree(seed: int) -> None:
+    """FK runs batch-first for a few rows and batch-last for many (``_FEW_ROWS``): the
+    same rotations, positions and Jacobians (effectors and points) and reach balls either
+    way, to rounding, on a tree of every joint type."""
+    rng = np.random.default_rng(seed)
+    defn, effs = random_tree(rng)
+    model = BatchedModel(defn, effs, points=BatchedModel(defn, effs).joint_names[2:4])
+    many = joint_space._FEW_ROWS + 9
+    q = np.ascontiguousarray(sample_coordinates(model, rng, many).T)
+    whole = [*model.pose_jacobian_t(q), *model.pose_t(q), model.reach_t(q)[0]]
+    for b in range(0, many, 4):
+        part = q[:, b:b + 4]
+        for got, want in zip([*model.pose_jacobian_t(part), *model.pose_t(part),
+                              model.reach_t(part)[0]], whole, strict=True):
+            np.testing.assert_allclose(got, want[..., b:b + 4], rtol=0, atol=1e-12)
+    np.testing.assert_array_equal(model.reach_t(q[:, :4])[1], model.reach_t(q)[1])
 
 
 # ------------------------------------------------- the rotation-vector chart (ROTVEC)

@@ -1,0 +1,116 @@
+"""FK of a few rows of coordinates, batch first: one ``matmul`` per step.
+
+``BatchedModel._forward`` (joint_space) runs batch-last on many rows, where fewer passes
+over smaller arrays win; on a few rows (a chained coarse frame, a preview's drag)
+numpy's cost per call dominates, and here every step of the chain is one ``matmul`` of
+small tables (:class:`RowsPlan`, built once per model). Both give the same FK and axes
+(tests/core/test_joint_space.py). Frames: world; units: metres, radians.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from ..solver.kinematics import PRISMATIC, REVOLUTE
+from .charts import rotvec_matrices
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+Array = NDArray[np.float64]
+
+AXES = np.eye(3)
+WIDTH = {"revolute": 1, "prismatic": 1, "spherical": 3}  # columns per joint type
+
+
+def rodrigues_parts(axis: Array) -> tuple[Array, Array, Array]:
+    """``(E0, EC, ES)`` with ``R(q) = E0 + cos(q) EC + sin(q) ES`` about the unit ``axis``."""
+    k = np.cross(AXES, axis)  # [axis]x: row i is e_i x axis
+    k2 = k @ k
+    return np.eye(3) + k2, -k2, k
+
+
+class RowsPlan:
+    """The tables of :func:`forward_rows`: a slot per step (a boxed spherical
+    joint's angles: three hinge slots), each a local transform ``[L t; 0 1]`` on its parent
+    slot (-1: the world) kept transposed, with its columns' axes ``A`` (parent's frame) as
+    three more rows, ``[L^T 0; t^T 1; A^T 0]`` (7, 4), at zero coordinates."""
+
+    def __init__(self, steps: Sequence[Any], n: int, effector_steps: Sequence[int],
+                 kinds: NDArray[np.int_], rotvec_starts: NDArray[np.int_],
+                 wraps: NDArray[np.bool_]) -> None:  # fmt: skip
+        """From a model's FK steps (``joint_space._Step``), its ``n`` columns, the steps of
+        its effectors (and points), its columns' kinds, its rotation vectors' first
+        columns and its wrapping hinge columns."""
+        self.parents: list[int] = []  # per slot
+        tables: list[Array] = []  # per slot
+        step_slot: list[int] = []  # per step: its last slot
+        self.col_slot = np.zeros(n, dtype=int)  # per column: its slot
+        for st in steps:
+            parent = -1 if st.parent < 0 else step_slot[st.parent]
+            boxed = st.kind == "spherical" and not st.rotvec
+            for j in range(3 if boxed else 1):
+                table = np.eye(7, 4)  # a boxed joint's offset on its first slot
+                table[3, :3] = st.offset if j == 0 else 0.0
+                table[:3, :3] = st.rot.T if st.rot is not None else np.eye(3)
+                axis = AXES[j] if boxed else st.axis
+                table[4, :3] = axis if axis is not None else 0.0
+                if st.col >= 0:
+                    cols = slice(st.col + j, st.col + (j + 1 if boxed else WIDTH[st.kind]))
+                    self.col_slot[cols] = len(tables)
+                self.parents.append(parent)
+                parent = len(tables)
+                tables.append(table)
+            step_slot.append(parent)
+        self.template = np.array(tables)  # (S, 7, 4)
+        self.eff_slots = np.array(step_slot)[list(effector_steps)]
+        # hinges (a boxed joint's angles too), sliders, rotation vectors: columns, slots
+        self.hinge_cols = np.flatnonzero(kinds == REVOLUTE)
+        self.hinge_slots = self.col_slot[self.hinge_cols]
+        self.hinge_parts = np.array([[m.T for m in rodrigues_parts(a)] for a in
+                                     self.template[self.hinge_slots, 4, :3]]).reshape(-1, 3, 9)
+        self.slide_cols = np.flatnonzero(kinds == PRISMATIC)
+        self.slide_slots = self.col_slot[self.slide_cols]
+        self.rotvec_cols = rotvec_starts + np.arange(3)[:, None]  # (3, J)
+        self.rotvec_slots = self.col_slot[rotvec_starts]
+        self.col_row = np.full(n, 4)  # per column: its axis' row in its slot's table
+        self.col_row[self.rotvec_cols] = np.arange(4, 7)[:, None]
+        self.wrap_cols = np.flatnonzero(wraps)
+
+
+
+def forward_rows(plan: RowsPlan, q: Array, columns: bool
+             ) -> tuple[Array, Array, Array | None, Array | None]:  # fmt: skip
+    """``BatchedModel._forward`` batch-first, for few rows ``q`` (n, k): per slot
+    (:class:`RowsPlan`) its local table (k, 7, 4) times its parent's world
+    ``[R^T; p^T]`` (k, 4, 3), one ``matmul`` a slot, gives the slot's ``[R^T; p^T]``
+    and its columns' world axes (``R_parent A``) as rows (k, 7, 3)."""
+    k = q.shape[1]
+    local = np.empty((len(plan.parents), k, 7, 4))
+    local[:] = plan.template[:, None]
+    if plan.hinge_slots.size:  # L = E0 + cos EC + sin ES
+        ang = q[plan.hinge_cols]
+        trig = np.stack((np.ones_like(ang), np.cos(ang), np.sin(ang)), axis=-1)
+        local[plan.hinge_slots, :, :3, :3] = (trig @ plan.hinge_parts).reshape(*ang.shape, 3, 3)
+    if plan.slide_slots.size:  # the offset, then the slide along the axis
+        local[plan.slide_slots, :, 3, :3] += \
+            plan.template[plan.slide_slots, None, 4, :3] * q[plan.slide_cols][:, :, None]
+    if plan.rotvec_slots.size:  # the rotation, and its left Jacobian's columns as axes
+        rot, left = rotvec_matrices(q[plan.rotvec_cols], columns)  # (3, 3, J, k)
+        local[plan.rotvec_slots, :, :3, :3] = rot.transpose(2, 3, 1, 0)
+        if left is not None:
+            local[plan.rotvec_slots, :, 4:, :3] = left.transpose(2, 3, 1, 0)
+    world = np.empty((len(plan.parents) + 1, k, 7, 3))
+    world[-1, :, :4] = np.eye(4, 3)  # slot -1: the world frame
+    for s, parent in enumerate(plan.parents):
+        np.matmul(local[s], world[parent, :, :4], out=world[s])
+    eff = world[plan.eff_slots].transpose(0, 3, 2, 1).copy()  # (m, 3, 7, k): [R p A]
+    rot, pos = eff[:, :, :3], eff[:, :, 3]
+    if not columns:
+        return rot, pos, None, None
+    axes = world[plan.col_slot, :, plan.col_row].transpose(0, 2, 1).copy()
+    return rot, pos, axes, world[plan.col_slot, :, 3].transpose(0, 2, 1).copy()
+
