@@ -342,12 +342,17 @@ def replace_range(
 ) -> None:
     """Replace ``fc``'s keys in ``[start, end]`` by LINEAR keys ``(frames, values)``; the
     keys outside the range keep every attribute (value, handles, interpolation ...)."""
-    old = _read_keys(fc)
-    outside = (old["co"][:, 0] < start) | (old["co"][:, 0] > end)
-    new = _new_keys(frames, values)
-    merged = {k: np.concatenate([old[k][outside], new[k]]) for k in old}
-    order = np.argsort(merged["co"][:, 0], kind="stable")
     kps = fc.keyframe_points
+    co = np.empty(len(kps) * 2, dtype=np.float32)
+    kps.foreach_get("co", co)
+    outside = (co[0::2] < start) | (co[0::2] > end)
+    new = _new_keys(frames, values)
+    if outside.any():  # keys outside the range keep every attribute
+        old = _read_keys(fc)
+        merged = {k: np.concatenate([old[k][outside], new[k]]) for k in old}
+    else:  # all in the range (a bake over the same frames): only new keys
+        merged = new
+    order = np.argsort(merged["co"][:, 0], kind="stable")
     total = len(order)
     if total > len(kps):
         kps.add(total - len(kps))
