@@ -33,6 +33,7 @@ from .search import PathResult, Search, frame_steps, jump_frames
 Array = NDArray[np.float64]
 
 SPIKE = 2.0  # the largest step over the upper quartile of the steps, at most (see above)
+DENSER = 1  # tries more, each with coarse frames twice as dense, before the search
 
 
 def cheap_pass(search: Search, stride: int, coarse_motion: float,
@@ -40,7 +41,21 @@ def cheap_pass(search: Search, stride: int, coarse_motion: float,
                ) -> PathResult | None:  # fmt: skip
     """The cheap pass over ``search``'s frames (module docstring), or None where it is
     not the answer; ``first`` / ``last`` (n,): solutions the path must start / end at
-    (rad, m)."""
+    (rad, m). Where it is not, it is tried once more with coarse frames twice as dense
+    (a coarse frame the track reached far along the self-motion makes the frames
+    before it fast: shorter legs drift less), still far cheaper than the search."""
+    for _ in range(1 + DENSER):
+        out = _cheap_once(search, stride, coarse_motion, first, last)
+        if out is not None:
+            return out
+        stride, coarse_motion = max(stride // 2, 1), coarse_motion / 2
+    return None
+
+
+def _cheap_once(search: Search, stride: int, coarse_motion: float, first: Array | None,
+                last: Array | None) -> PathResult | None:  # fmt: skip
+    """:func:`cheap_pass` with coarse frames at most ``stride`` frames and
+    ``coarse_motion`` of target motion apart."""
     model, problem = search.model, search.problem
     f, m = search.frames, len(model.effectors)
     if f == 0 or not search.solved.any():
