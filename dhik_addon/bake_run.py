@@ -32,7 +32,7 @@ from .bake_job import BakeCancelled, BakeJob, Preparation
 from .bake_keys import KeyPlan
 
 STEP_SECONDS = 0.1  # target reading in one step of an interactive bake (s, about)
-READ_CHUNK = 32  # frames read between two looks at the clock (and the current frame set again)
+READ_CHUNK = 16  # frames read between two looks at the clock
 CANCEL_WAIT = 1.0  # s: how long a cancel waits for the worker thread to stop
 PREPARE_SHARE = 0.05  # of the progress bar: reading the targets (the rest: the solve)
 

@@ -19,7 +19,7 @@ from ..core.errors import DhikError
 from .access import window_manager
 from .armature_read import skeleton_notes
 from .bake_job import BakeJob, Preparation
-from .bake_run import READ_CHUNK, BakeSession
+from .bake_run import BakeSession
 from .props import settings
 from .safety import bake_unavailable, posed_fixed_bones
 
@@ -29,6 +29,9 @@ if TYPE_CHECKING:
 TIMER_STEP = 0.1  # seconds between progress updates while the worker solves
 READ_STEP = 0.01  # seconds between the steps that read the targets
 PROGRESS_UNITS = 10_000  # the cursor's progress scale
+# frames read at a time by a blocking bake (the current frame is set again after each
+# chunk: chunks of a frame or two would double the frames stepped)
+EXECUTE_CHUNK = 64
 
 
 def _status(context: bpy.types.Context, text: str | None) -> None:
@@ -104,8 +107,7 @@ class DHIK_OT_bake(bpy.types.Operator):
         wm.progress_begin(0, PROGRESS_UNITS)
         try:
             while not prep.finished:  # reading the targets: the first 5 %
-                prep.read(max(READ_CHUNK, frames // 100))  # the current frame is set
-                # again after each chunk: chunks of a few frames would double the steps
+                prep.read(max(EXECUTE_CHUNK, frames // 100))
                 wm.progress_update(PROGRESS_UNITS * 0.05 * prep.done / frames)
             job = prep.finish(context)
             result = job.solve(lambda done, _total: wm.progress_update(
