@@ -154,10 +154,9 @@ def quat_to_euler_xyz(q: ArrayLike) -> Vec:
 def quat_to_euler_xyz_rows(quat: Vec) -> Vec:
     """:func:`quat_to_euler_xyz` of quaternion rows (k, 4): the file's XYZ Euler
     angles (k, 3) (``Rz @ Ry @ Rx``, rad; at gimbal lock x = 0)."""
-    w, x, y, z = (quat / np.linalg.norm(quat, axis=1, keepdims=True)).T
-    m00, m10, m20 = 1 - 2 * (y * y + z * z), 2 * (x * y + w * z), 2 * (x * z - w * y)
-    m01, m11 = 2 * (x * y - w * z), 1 - 2 * (x * x + z * z)
-    m21, m22 = 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)
+    m = quat_to_matrix_rows(quat)
+    m00, m10, m20, m01, m11 = m[:, 0, 0], m[:, 1, 0], m[:, 2, 0], m[:, 0, 1], m[:, 1, 1]
+    m21, m22 = m[:, 2, 1], m[:, 2, 2]
     cy = np.hypot(m00, m10)
     free = cy > 1e-9
     ex = np.where(free, np.arctan2(m21, m22), 0.0)
@@ -260,8 +259,8 @@ def matrix_to_quat_rows(r: ArrayLike) -> Vec:
 
 
 def quat_to_rotvec_rows(quat: ArrayLike) -> Vec:
-    """:func:`quat_to_rotvec` of quaternion rows (k, 4): rotation vectors (k, 3), angle
-    in [0, pi]."""
+    """:func:`quat_to_rotvec` of quaternion rows (k, 4): rotation vectors (k, 3) (rad),
+    angle in [0, pi]."""
     q = np.asarray(quat, dtype=float)
     q = q / np.linalg.norm(q, axis=1, keepdims=True)
     q = np.where(q[:, :1] < 0.0, -q, q)
@@ -273,5 +272,6 @@ def quat_to_rotvec_rows(quat: ArrayLike) -> Vec:
 
 
 def matrix_to_rotvec_rows(r: ArrayLike) -> Vec:
-    """:func:`matrix_to_rotvec` of rotation matrices (k, 3, 3): rotation vectors (k, 3)."""
+    """:func:`matrix_to_rotvec` of rotation matrices (k, 3, 3): rotation vectors (k, 3)
+    (rad)."""
     return quat_to_rotvec_rows(matrix_to_quat_rows(r))

@@ -7,6 +7,7 @@ from typing import Any
 
 import bpy
 import numpy as np
+from mathutils import Quaternion
 
 from ..core.app.bake import align_quaternion_signs
 from ..core.errors import DhikError
@@ -16,17 +17,23 @@ from .armature_read import joint_maps, read_skeleton
 from .frames import frame_loop
 
 
+def _channel_rotation(pb: bpy.types.PoseBone) -> Quaternion:
+    """The bone's rotation channel as a Blender quaternion, keeping its sign."""
+    if pb.rotation_mode == "QUATERNION":
+        return pb.rotation_quaternion
+    return pb.matrix_basis.to_quaternion()
+
+
 def channel_quaternion(pb: bpy.types.PoseBone) -> np.ndarray:
     """The bone's rotation channel as a quaternion (w, x, y, z), keeping its sign."""
-    return np.array(channel_floats(pb)[:4], dtype=float)
+    return np.array(_channel_rotation(pb), dtype=float)
 
 
 def channel_floats(pb: bpy.types.PoseBone) -> tuple[float, ...]:
     """The bone's rotation channel as a quaternion (w, x, y, z, sign kept), then its
-    location (x, y, z): 7 plain floats (cheaper than arrays when read every frame)."""
-    rot = pb.rotation_quaternion if pb.rotation_mode == "QUATERNION" else \
-        pb.matrix_basis.to_quaternion()
-    return (*rot[:], *pb.location[:])
+    location (x, y, z; the bone's rest frame, armature units): 7 plain floats (cheaper than
+    arrays when read every frame)."""
+    return (*_channel_rotation(pb)[:], *pb.location[:])
 
 
 def read_animation(

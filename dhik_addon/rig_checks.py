@@ -62,11 +62,20 @@ def path_bones(ob: bpy.types.Object, defn: SkeletonDef, effectors: Sequence[str]
     return [j.name for j in defn.joints if j.name in on_path and j.name in bones]
 
 
-def _similarity_gap(m: np.ndarray) -> float:
-    """How far the 3x3 ``m`` is from a rotation times a uniform scale (relative)."""
-    gram = m.T @ m
-    s = float(np.trace(gram)) / 3.0
-    return float(np.abs(gram / s - np.eye(3)).max()) if s > 0.0 else math.inf
+def _similarity_gap(m: np.ndarray) -> np.ndarray:
+    """How far each 3x3 ``m`` (..., 3, 3) is from a rotation times a uniform scale
+    (relative; inf for a zero matrix)."""
+    gram = np.swapaxes(m, -1, -2) @ m
+    size = np.trace(gram, axis1=-2, axis2=-1)[..., None, None] / 3.0
+    with np.errstate(divide="ignore", invalid="ignore"):
+        gap = np.abs(gram / size - np.eye(3)).max(axis=(-2, -1))
+    return np.where(size[..., 0, 0] > 0.0, gap, math.inf)
+
+
+def _scale_gap(m: np.ndarray) -> np.ndarray:
+    """How far each 3x3 ``m`` (..., 3, 3) is from a rotation (``|m^T m - I|``, largest
+    entry; 0 for a rotation)."""
+    return np.abs(np.swapaxes(m, -1, -2) @ m - np.eye(3)).max(axis=(-2, -1))
 
 
 def check_armature_space(ob: bpy.types.Object, m: np.ndarray,
@@ -77,7 +86,7 @@ def check_armature_space(ob: bpy.types.Object, m: np.ndarray,
     orientations are then sheared and an orientation target has no exact meaning."""
     if all(w[1] <= 0.0 for w in weights):
         return
-    if _similarity_gap(m[:3, :3]) > SCALE_TOLERANCE:
+    if float(_similarity_gap(m[:3, :3])) > SCALE_TOLERANCE:
         at = "" if frame is None else f" at frame {frame}"
         parent = f" (from its parent {ob.parent.name!r})" if ob.parent is not None else ""
         raise DhikError.at(f"armature {ob.name!r}", "matrix_world", f"is sheared or scaled "
@@ -264,7 +273,8 @@ class FrameCheck:
         ob = self.ob
         bones = pose_of(ob).bones
         self._frames.append(frame)
-        self._world.append(np.array(ob.matrix_world, dtype=float))
+        if self._oriented:
+            self._world.append(np.array(ob.matrix_world, dtype=float)[:3, :3])
         if self.above:  # column-major 4x4s, every bone in one read
             mats = np.empty(self._count * 16, dtype=np.float32)
             bones.foreach_get("matrix", mats)
@@ -283,16 +293,10 @@ class FrameCheck:
             return
         flagged = np.zeros(len(frames), dtype=bool)
         if self._oriented:
-            m = np.array(self._world)[:, :3, :3]
-            gram = np.einsum("fji,fjk->fik", m, m)
-            size = np.trace(gram, axis1=1, axis2=2)[:, None, None] / 3.0
-            with np.errstate(divide="ignore", invalid="ignore"):
-                gap = np.abs(gram / size - np.eye(3)).max(axis=(1, 2))
-            flagged |= ~(gap <= 0.5 * SCALE_TOLERANCE)
+            flagged |= ~(_similarity_gap(np.array(self._world)) <= 0.5 * SCALE_TOLERANCE)
         if self.above:  # (F, A, 3, 3) bone matrices, transposed from column-major
             m = np.array(self._mats, dtype=float)[..., :3, :3].swapaxes(-1, -2) @ self._rest
-            gram = np.einsum("faji,fajk->faik", m, m)
-            flagged |= (np.abs(gram - np.eye(3)).max(axis=(1, 2, 3)) > 0.5 * SCALE_TOLERANCE)
+            flagged |= _scale_gap(m).max(axis=1) > 0.5 * SCALE_TOLERANCE
         if self.fixed_place:
             flagged |= np.abs(np.array(self._locs, dtype=float)).max(axis=(1, 2)) \
                 > 0.5 * SLIDE_TOLERANCE
@@ -318,7 +322,7 @@ class FrameCheck:
         for name in self.above:
             pb = pose[name]
             m = np.array(pb.matrix, dtype=float)[:3, :3] @ self.rest_inverse[name]
-            if float(np.abs(m.T @ m - np.eye(3)).max()) > SCALE_TOLERANCE:
+            if float(_scale_gap(m)) > SCALE_TOLERANCE:
                 scale = ", ".join(f"{v:.4g}" for v in np.array(pb.scale, dtype=float))
                 raise DhikError.at(where, f"bones[{name!r}]", f"is scaled at frame {frame} "
                                    f"(its scale channels ({scale}), inherited or constrained "

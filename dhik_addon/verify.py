@@ -139,8 +139,9 @@ def check_bake(context: bpy.types.Context, job: BakeJob, result: BakeResult) -> 
 
 def gaps(matrices: Vec, targets: Vec, to_joint: Vec, oriented: NDArray[np.bool_]
          ) -> tuple[Vec, Vec]:  # fmt: skip
-    """Position and orientation gaps (k,) of evaluated bone matrices (k, 4, 4) from their
-    targets (k, 4, 4), the bone turned into its joint frame by ``to_joint`` (k, 3, 3);
+    """Position (armature units) and orientation (rad) gaps (k,) of evaluated bone
+    matrices (k, 4, 4) from their targets (k, 4, 4), both in armature space, the bone
+    turned into its joint frame by ``to_joint`` (k, 3, 3);
     the orientation gap is 0 where not ``oriented`` (k,). ValueError, like the scalar
     conversions, on a non-finite rotation where oriented."""
     position = _norms(matrices[:, :3, 3] - targets[:, :3, 3])
