@@ -303,19 +303,26 @@ class AnimationColumns:
 
     def align_quaternion_signs(self) -> None:
         """Negate spherical quaternions so that each has a non-negative dot product with the
-        previous frame's (as aligned): what ``bake.align_quaternion_signs`` does to dicts."""
-        col = 0
+        previous frame's (as aligned): what ``bake.align_quaternion_signs`` does to dicts.
+        Every spherical joint at once (columns (F, S, 4))."""
+        starts, col = [], 0
         for kind in self.kinds:
-            if kind == "spherical" and len(self.frames) > 1:
-                q = self.values[:, col + 3:col + 7]
-                dot = np.einsum("ij,ij->i", q[1:], q[:-1])
-                flips = np.concatenate(([0], np.cumsum(dot < 0.0)))
-                # a dot of exactly 0 is not flipped whatever came before: parity restarts
-                zero = np.concatenate(([True], dot == 0.0))
-                base = np.maximum.accumulate(np.where(zero, flips, 0))
-                negate = (flips - base) % 2 == 1
-                q[negate] = -q[negate]
+            if kind == "spherical":
+                starts.append(col + 3)
             col += self.WIDTH[kind]
+        if not starts or len(self.frames) < 2:
+            return
+        cols = (np.array(starts)[:, None] + np.arange(4)).ravel()
+        q = self.values[:, cols].reshape(len(self.frames), len(starts), 4)
+        dot = np.einsum("fsi,fsi->fs", q[1:], q[:-1])
+        zeros = np.zeros((1, len(starts)), dtype=np.int64)
+        flips = np.concatenate((zeros, np.cumsum(dot < 0.0, axis=0)))
+        # a dot of exactly 0 is not flipped whatever came before: parity restarts
+        zero = np.concatenate((np.ones_like(zeros, dtype=bool), dot == 0.0))
+        base = np.maximum.accumulate(np.where(zero, flips, 0), axis=0)
+        negate = (flips - base) % 2 == 1
+        q[negate] = -q[negate]
+        self.values[:, cols] = q.reshape(len(self.frames), -1)
 
     def template(self) -> str:
         """One frame's text with ``%d`` for the frame and ``%r`` for each value."""

@@ -96,8 +96,9 @@ def simulate(
                      for row, (values, poles) in zip(per_frame, extras, strict=True)]
     jumps: list[int] = []  # frame indices
     start = time.perf_counter()
-    skeleton.reset()
-    fixed = skeleton.joint_values()  # the T-pose: joints off the paths keep it
+    # the robust engine never reads the joint objects: their FK runs once, at the end
+    skeleton.reset(fk=method == "spec")
+    fixed = skeleton.tpose_values()  # the T-pose: joints off the paths keep it
     kinds = [entry["type"] for entry in fixed.values()]
     count = len(numbers)
     width = sum(AnimationColumns.WIDTH[k] for k in kinds)
@@ -129,29 +130,30 @@ def simulate(
         weights = [(t.pos_weight, t.rot_weight) for t in tracks]
         done = 0
         state: dict[str, Any] | None = None
-        for block in _robust_blocks(skeleton, tracks, per_frame, settings, weights,
-                                    warm_start, opts, progress, jumps, previous, following):
-            part = slice(done, done + len(block.q))
-            converged[part], iterations[part] = block.converged, block.iterations
-            errors[part, 0], errors[part, 1] = block.worst_position, block.worst_orientation
-            per_effector[part, :, 0] = block.position_error
-            per_effector[part, :, 1] = block.orientation_error
-            values_out[part] = _value_rows(block.model.value_columns(block.q), fixed, kinds,
-                                           width, len(block.q))
-            if extras is not None:  # driven joints keep the values given, as they are
-                _put_driven(values_out[part], per_frame[part], block.model.solved, fixed,
-                            kinds)
-            done = part.stop
-            if len(block.q):
-                state = block.model.joint_values(block.q[-1])
-                given = getattr(per_frame[done - 1], "driven", None)
-                if given:
-                    state = {**state, **{k: v for k, v in given.items()
-                                         if k not in block.model.solved}}
-        if done != count:  # the engine gives one result per frame
-            raise RuntimeError(f"{done} frames solved of {count}")
-        if state is not None:
-            skeleton.set_joint_values(state)
+        try:
+            for block in _robust_blocks(skeleton, tracks, per_frame, settings, weights,
+                                        warm_start, opts, progress, jumps, previous, following):
+                part = slice(done, done + len(block.q))
+                converged[part], iterations[part] = block.converged, block.iterations
+                errors[part, 0], errors[part, 1] = block.worst_position, block.worst_orientation
+                per_effector[part, :, 0] = block.position_error
+                per_effector[part, :, 1] = block.orientation_error
+                values_out[part] = _value_rows(block.model.value_columns(block.q), fixed, kinds,
+                                               width, len(block.q))
+                if extras is not None:  # driven joints keep the values given, as they are
+                    _put_driven(values_out[part], per_frame[part], block.model.solved, fixed,
+                                kinds)
+                done = part.stop
+                if len(block.q):
+                    state = block.model.joint_values(block.q[-1])
+                    given = getattr(per_frame[done - 1], "driven", None)
+                    if given:
+                        state = {**state, **{k: v for k, v in given.items()
+                                             if k not in block.model.solved}}
+            if done != count:  # the engine gives one result per frame
+                raise RuntimeError(f"{done} frames solved of {count}")
+        finally:  # the last frame's pose (the T-pose if none), FK current
+            skeleton.set_joint_values(state or {})
     frame_numbers = np.array(numbers, dtype=np.int64)
     records = RecordTable(frame_numbers, converged, iterations, errors, per_effector, names)
     anim = AnimationColumns(frame_numbers, list(fixed), kinds, values_out)

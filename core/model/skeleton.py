@@ -49,14 +49,31 @@ class Skeleton:
         """FK: rebuild every world transform from the joint variables."""
         self.root.update_global_transform()
 
-    def reset(self) -> None:
-        """T-pose (SPEC 6): q = 0, spherical quaternions identity, original limits; FK."""
+    def reset(self, fk: bool = True) -> None:
+        """T-pose (SPEC 6): q = 0, spherical quaternions identity, original limits; FK
+        (``fk=False``: the caller runs it, as ``set_joint_values`` does)."""
         for joint in self.joints.values():
             if isinstance(joint, SphericalJoint):
                 joint.reset()
             elif isinstance(joint, RevoluteJoint | PrismaticJoint):
                 joint.q = 0.0
-        self.update()
+        if fk:
+            self.update()
+
+    def tpose_values(self) -> dict[str, dict[str, Any]]:
+        """SPEC 3.3 entries of every non-fixed joint in the T-pose (what ``joint_values``
+        gives after ``reset``), from the definition alone."""
+        euler = [float(a) for a in quat_to_euler_xyz(IDENTITY_QUAT)]
+        unit = [float(c) for c in IDENTITY_QUAT]
+        out: dict[str, dict[str, Any]] = {}
+        for d in self.defn.joints:
+            if d.type == "revolute":
+                out[d.name] = {"type": "revolute", "angle": 0.0}
+            elif d.type == "prismatic":
+                out[d.name] = {"type": "prismatic", "displacement": 0.0}
+            elif d.type == "spherical":
+                out[d.name] = {"type": "spherical", "euler": list(euler), "quaternion": list(unit)}
+        return out
 
     def leaves(self) -> list[str]:
         """Names of the joints without children."""

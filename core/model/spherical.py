@@ -16,7 +16,15 @@ from ..rotations import (
     quat_normalize,
     quat_to_matrix,
 )
-from ..solver.joints import SYNC_THRESHOLD, FixedJoint, JointNode, Limits, Mat4, RevoluteJoint
+from ..solver.joints import (
+    SYNC_THRESHOLD,
+    FixedJoint,
+    JointNode,
+    Limits,
+    Mat4,
+    RevoluteJoint,
+    eye4,
+)
 
 
 class SphericalJoint(JointNode):
@@ -84,7 +92,7 @@ class SphericalJoint(JointNode):
         self.virtual_fix.quaternion = self.quaternion.copy()
 
     def get_local_matrix(self) -> Mat4:
-        m = np.eye(4)
+        m = eye4()
         m[:3, :3] = quat_to_matrix(self.quaternion)
         m[:3, 3] = self.local_offset
         return m

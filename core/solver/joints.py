@@ -9,6 +9,7 @@ frame is world-aligned unless a fixed joint carries a quaternion.
 
 from __future__ import annotations
 
+import math
 import warnings
 from typing import Protocol
 
@@ -22,6 +23,13 @@ Limits = tuple[float, float] | None
 
 SYNC_THRESHOLD = 1e-10  # SPEC 4.3: virtual increments below this are not folded in
 
+_EYE4 = np.eye(4)  # copied, never handed out: np.eye costs 6x a copy (many joints)
+
+
+def eye4() -> Mat4:
+    """A new 4x4 identity."""
+    return _EYE4.copy()
+
 
 def _vec3(v: ArrayLike) -> NDArray[np.float64]:
     return np.array(v, dtype=float).reshape(3)
@@ -29,8 +37,8 @@ def _vec3(v: ArrayLike) -> NDArray[np.float64]:
 
 def _unit(v: ArrayLike) -> NDArray[np.float64]:
     a = _vec3(v)
-    n = float(np.linalg.norm(a))
-    if not np.isfinite(n) or n == 0.0:
+    n = math.sqrt(float(a @ a))
+    if not math.isfinite(n) or n == 0.0:
         raise ValueError("axis must be a finite non-zero 3-vector")
     return a / n
 
@@ -54,7 +62,7 @@ class JointNode:
         self.parent: JointNode | None = None
         self.children: list[JointNode] = []
         self.local_offset = _vec3(offset)
-        self.global_transform: Mat4 = np.eye(4)
+        self.global_transform: Mat4 = eye4()
         self.spherical_parent: CompositeJoint | None = None  # set on virtual joints only
 
     # -- scene graph ------------------------------------------------------------------
@@ -143,7 +151,7 @@ class RevoluteJoint(_OneDofJoint):
     """Hinge about ``axis`` (local frame); ``q`` in radians."""
 
     def get_local_matrix(self) -> Mat4:
-        m = np.eye(4)
+        m = eye4()
         m[:3, :3] = axis_angle_to_matrix(self.axis, self.q)
         m[:3, 3] = self.local_offset
         return m
@@ -158,7 +166,7 @@ class PrismaticJoint(_OneDofJoint):
     """Slider along ``axis`` (local frame); ``q`` in metres."""
 
     def get_local_matrix(self) -> Mat4:
-        m = np.eye(4)
+        m = eye4()
         m[:3, 3] = self.local_offset + self.q * self.axis
         return m
 
@@ -176,7 +184,7 @@ class FixedJoint(JointNode):
         self.quaternion = IDENTITY_QUAT.copy() if quaternion is None else quat_normalize(quaternion)
 
     def get_local_matrix(self) -> Mat4:
-        m = np.eye(4)
+        m = eye4()
         m[:3, :3] = quat_to_matrix(self.quaternion)
         m[:3, 3] = self.local_offset
         return m

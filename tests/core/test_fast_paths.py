@@ -116,12 +116,16 @@ QUATS = st.sampled_from([[1, 0, 0, 0], [-1, 0, 0, 0], [0, 1, 0, 0], [0, -1, 0, 0
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.lists(st.tuples(QUATS, st.floats(-1, 1)), min_size=1, max_size=12))
+@given(st.lists(st.tuples(QUATS, st.floats(-1, 1), QUATS), min_size=1, max_size=12))
 def test_quaternion_signs_aligned_on_arrays_as_on_dicts(rows) -> None:
-    """Including dot products of exactly 0 (no flip, whatever came before)."""
-    frames = [{"frame": i, "joints": {
-        "S": {"type": "spherical", "euler": [0.0, 0.0, 0.0], "quaternion": [float(x) for x in q]},
-        "R": {"type": "revolute", "angle": a}}} for i, (q, a) in enumerate(rows)]
+    """Including dot products of exactly 0 (no flip, whatever came before); two
+    spherical joints on either side of a hinge, aligned each on its own."""
+    def ball(q):
+        return {"type": "spherical", "euler": [0.0, 0.0, 0.0], "quaternion": [float(x) for x in q]}
+
+    frames = [{"frame": i, "joints": {"S": ball(q), "R": {"type": "revolute", "angle": a},
+                                      "T": ball(t)}}
+              for i, (q, a, t) in enumerate(rows)]
     columns = AnimationColumns.from_frames(copy.deepcopy(frames))
     assert columns is not None
     align_quaternion_signs(frames)
