@@ -137,6 +137,7 @@ class BatchedKinematics(Protocol):
     lo: Array  # limits per column (rad or m), +-inf when none
     hi: Array
     held: NDArray[np.bool_]  # columns whose values come from outside (per problem)
+    paths: NDArray[np.bool_]  # (effectors + points, n): the columns that move each
     wraps: NDArray[np.bool_]  # hinge angles without limits (their value modulo a turn)
     rotvec_starts: NDArray[np.int_]  # first column of each rotation vector (ROTVEC triple)
 

@@ -125,16 +125,16 @@ def levenberg_marquardt(model: BatchedKinematics, problem: Problem, q0: Array,
         if d is not None and frozen is not None:
             d = d * (keep[:, sel] if per_row else keep)
         cs3 = (cs * (keep[:, sel] if per_row else keep))[None]
-        step = bounded_step(wa * cs3, ea, qa / cs, lo_s, hi_s, wd,
-                            None if d is None else d / cs) * cs
+        step = _step(problem, wa * cs3, ea, qa / cs, lo_s, hi_s, wd,
+                     None if d is None else d / cs) * cs
         qt = model.recentre(np.clip(qa + step, lo[:, None], hi[:, None]))
         lt = problem.linearise(qt, ra)
         assert lt.jac is not None
         if pulled:  # a corrector: back onto the targets (their rows alone), so that the
             # turn's second-order drift off them does not hide its progress
             rt = len(problem.row_w)
-            fix = bounded_step(lt.jac[:rt] * cs3, lt.e[:rt], qt / cs, lo_s, hi_s,
-                               np.full(act.size, opts.lm_damping_floor)) * cs
+            fix = _step(problem, lt.jac[:rt] * cs3, lt.e[:rt], qt / cs, lo_s, hi_s,
+                        np.full(act.size, opts.lm_damping_floor), None) * cs
             qt = model.recentre(np.clip(qt + fix, lo[:, None], hi[:, None]))
             lt = problem.linearise(qt, ra)
         jac_t = lt.jac
@@ -186,6 +186,16 @@ def levenberg_marquardt(model: BatchedKinematics, problem: Problem, q0: Array,
         out.orientation_error[take] = back.orientation_error[back.converged]
         out.iterations[miss] += back.iterations
     return out
+
+
+def _step(problem: Problem, jac: Array, e: Array, x: Array, lo: Array, hi: Array,
+          w: Array, d: Array | None) -> Array:  # fmt: skip
+    """``step.bounded_step``, block by block where the problem splits
+    (``Problem.step_blocks``: four legs under a held body)."""
+    blocks = problem.step_blocks(len(e))
+    if blocks is None:
+        return bounded_step(jac, e, x, lo, hi, w, d)
+    return blocks.step(bounded_step, jac, e, x, lo, hi, w, d)
 
 
 def _targets_first(model: BatchedKinematics, problem: Problem, res: LMResult, idx: Index,

@@ -28,6 +28,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from ..kinematics import BatchedKinematics
 from ..settings import RobustOptions, SolverSettings
+from .blocks import StepBlocks
 from .poles import PoleSet
 
 Array = NDArray[np.float64]
@@ -193,6 +194,23 @@ class Problem:
         half = 0.5 * (hi - lo)
         finite = np.isfinite(half) & self.options.scaled_columns
         self.col_scale = np.clip(np.where(finite, half, 1.0), 1e-3, 1e3)  # (n,)
+        self._blocks: dict[tuple[int, bool, bool], StepBlocks | None] = {}  # shared by copies
+
+    def step_blocks(self, r: int) -> StepBlocks | None:
+        """The independent blocks of the first ``r`` rows of :meth:`linearise`'s residual
+        (the effectors' six rows each, then the poles', then a posture's one per column)
+        and the columns that are not held (:class:`~.blocks.StepBlocks`), or None."""
+        posture = self.rows.posture is not None
+        key = (r, self.poles is not None, posture)
+        if key not in self._blocks:
+            model, m = self.model, len(self.model.effectors)
+            supports = [model.paths[e] for e in range(m) for _ in range(6)]
+            if self.poles is not None:
+                supports += [model.paths[e] for e in self.poles.effectors]
+            if posture:
+                supports += list(np.eye(model.n, dtype=bool))
+            self._blocks[key] = StepBlocks.of(supports[:r], ~model.held)
+        return self._blocks[key]
 
     @property
     def pole_count(self) -> int:

@@ -22,9 +22,11 @@ def bounded_step(jac: Array, e: Array, x: Array, lo: Array, hi: Array, w: Array,
                  d: Array | None = None) -> Array:  # fmt: skip
     """Per row ``argmin |J s - e|^2 + w |s - d|^2`` with ``lo <= x + s <= hi`` kept by
     clamping and removing columns; batch last: ``jac`` (r, n, k), ``e`` (r, k), ``x``
-    (n, k), ``lo``/``hi`` (n,), ``w`` (k,), ``d`` (n, k) or None (no pull) -> (n, k)."""
+    (n, k), ``lo``/``hi`` (n,) or per row (n, k), ``w`` (k,), ``d`` (n, k) or None (no
+    pull) -> (n, k)."""
     r, n, k = jac.shape
-    lo_, hi_ = lo[:, None], hi[:, None]
+    per_row = lo.ndim == 2
+    lo_, hi_ = (lo, hi) if per_row else (lo[:, None], hi[:, None])
     step = damped(jac, e, w, d)
     v = x + step
     viol = (v < lo_) | (v > hi_)
@@ -37,27 +39,34 @@ def bounded_step(jac: Array, e: Array, x: Array, lo: Array, hi: Array, w: Array,
     xs, js, es = x[:, rows], jac[..., rows], e[:, rows]
     ws = w[rows]
     ds = None if d is None else d[:, rows]
+    los, his = (lo_[:, rows], hi_[:, rows]) if per_row else (lo_, hi_)
     sub_v, sub_viol = v[:, rows], viol[:, rows]
     for _ in range(n):
-        fixed = np.where(sub_viol, np.clip(sub_v, lo_, hi_) - xs, fixed)
+        fixed = np.where(sub_viol, np.clip(sub_v, los, his) - xs, fixed)
         free &= ~sub_viol
         rest = es - np.einsum("rnk,nk->rk", js, fixed)
         s = damped(js * free, rest, ws, None if ds is None else ds * free)
         s = np.where(free, s, fixed)
         sub_v = xs + s
-        sub_viol = free & ((sub_v < lo_) | (sub_v > hi_))
+        sub_viol = free & ((sub_v < los) | (sub_v > his))
         again = sub_viol.any(axis=0)
         done = ~again
-        step[:, rows[done]] = np.clip(sub_v[:, done], lo_, hi_) - xs[:, done]
+        step[:, rows[done]] = np.clip(sub_v[:, done], *_cut(los, his, done)) - xs[:, done]
         if not again.any():
             break
         rows, free, fixed, xs, js, es, ws = rows[again], free[:, again], fixed[:, again], \
             xs[:, again], js[..., again], es[:, again], ws[again]
         ds = None if ds is None else ds[:, again]
+        los, his = _cut(los, his, again)
         sub_v, sub_viol = sub_v[:, again], sub_viol[:, again]
     else:
-        step[:, rows] = np.clip(sub_v, lo_, hi_) - xs
+        step[:, rows] = np.clip(sub_v, los, his) - xs
     return step
+
+
+def _cut(lo: Array, hi: Array, keep: NDArray[np.bool_]) -> tuple[Array, Array]:
+    """The bounds of the rows ``keep`` (per-row bounds (n, k)), or the shared (n, 1)."""
+    return (lo[:, keep], hi[:, keep]) if lo.shape[1] > 1 else (lo, hi)
 
 
 def damped(jac: Array, e: Array, w: Array, d: Array | None) -> Array:
