@@ -3,7 +3,8 @@
 ``problem`` (targets, weights, tolerances, held columns, poles; the residual; light
 rows: the poles or a posture as a pull in the targets' null space), ``poles``
 (Blender's pole as one more error row), ``step`` (the damped step bounded by the
-limits), ``loop`` (the LM iterations, one stall rule), ``starts`` (T-pose, cold
+limits), ``blocks`` (that step split where rows and free columns split: limbs under a
+held body), ``loop`` (the LM iterations, one stall rule), ``starts`` (T-pose, cold
 start, keyed random restarts), ``solve`` (``solve_many``, ``solve_one``). Trajectories
 run on it in ``solver.path``.
 """

@@ -17,6 +17,7 @@ once (:meth:`~.problem.Problem.linearise`), takes a damped bounded step per row
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -51,14 +52,17 @@ class LMResult:
 def levenberg_marquardt(model: BatchedKinematics, problem: Problem, q0: Array,
                         budget: int, rows: Index | None = None, pull: Array | None = None,
                         pull_gain: float = 1.0, frozen: NDArray[np.bool_] | None = None,
-                        first_wins: bool = False, stall_window: int | None = None
-                        ) -> LMResult:  # fmt: skip
+                        first_wins: bool = False, stall_window: int | None = None,
+                        exact_pull: bool = False) -> LMResult:  # fmt: skip
     """Run the LM from ``q0`` (k, n) for problems ``rows`` (default all, in order), at
     most ``budget`` iterations per row. ``pull`` (k, n): a reference the step is damped
     toward (its null-space part survives), ``pull_gain`` of the way. ``frozen`` (n,) for
     all rows or (k, n) per row: columns that keep their starting values. ``first_wins``:
     rows of the same problem (``rows``) stop once one of them has converged.
-    ``stall_window``: instead of the problem's ``options.stall_window``.
+    ``stall_window``: instead of the problem's ``options.stall_window``. ``exact_pull``:
+    with light rows, the pull taken in the null space of all rows (``step.damped``):
+    a row converges onto its poles in a few iterations, where the damped pull leaks into
+    their light rows and leaves them only as fast as the damping shrinks.
 
     With poles (``problem.poles``) a row searches until its targets and its poles are
     met; one that then misses its targets (a pole the limits do not allow beside them)
@@ -126,7 +130,7 @@ def levenberg_marquardt(model: BatchedKinematics, problem: Problem, q0: Array,
             d = d * (keep[:, sel] if per_row else keep)
         cs3 = (cs * (keep[:, sel] if per_row else keep))[None]
         step = _step(problem, wa * cs3, ea, qa / cs, lo_s, hi_s, wd,
-                     None if d is None else d / cs) * cs
+                     None if d is None else d / cs, pulled and exact_pull) * cs
         qt = model.recentre(np.clip(qa + step, lo[:, None], hi[:, None]))
         lt = problem.linearise(qt, ra)
         assert lt.jac is not None
@@ -134,7 +138,7 @@ def levenberg_marquardt(model: BatchedKinematics, problem: Problem, q0: Array,
             # turn's second-order drift off them does not hide its progress
             rt = len(problem.row_w)
             fix = _step(problem, lt.jac[:rt] * cs3, lt.e[:rt], qt / cs, lo_s, hi_s,
-                        np.full(act.size, opts.lm_damping_floor), None) * cs
+                        np.full(act.size, opts.lm_damping_floor), None, False) * cs
             qt = model.recentre(np.clip(qt + fix, lo[:, None], hi[:, None]))
             lt = problem.linearise(qt, ra)
         jac_t = lt.jac
@@ -189,13 +193,14 @@ def levenberg_marquardt(model: BatchedKinematics, problem: Problem, q0: Array,
 
 
 def _step(problem: Problem, jac: Array, e: Array, x: Array, lo: Array, hi: Array,
-          w: Array, d: Array | None) -> Array:  # fmt: skip
+          w: Array, d: Array | None, exact: bool) -> Array:  # fmt: skip
     """``step.bounded_step``, block by block where the problem splits
-    (``Problem.step_blocks``: four legs under a held body)."""
+    (``Problem.step_blocks``: four legs under a held body); ``exact``: the pull in the
+    rows' null space (light rows: ``step.damped``)."""
     blocks = problem.step_blocks(len(e))
     if blocks is None:
-        return bounded_step(jac, e, x, lo, hi, w, d)
-    return blocks.step(bounded_step, jac, e, x, lo, hi, w, d)
+        return bounded_step(jac, e, x, lo, hi, w, d, exact)
+    return blocks.step(functools.partial(bounded_step, exact=exact), jac, e, x, lo, hi, w, d)
 
 
 def _targets_first(model: BatchedKinematics, problem: Problem, res: LMResult, idx: Index,

@@ -19,15 +19,15 @@ Array = NDArray[np.float64]
 
 
 def bounded_step(jac: Array, e: Array, x: Array, lo: Array, hi: Array, w: Array,
-                 d: Array | None = None) -> Array:  # fmt: skip
+                 d: Array | None = None, exact: bool = False) -> Array:  # fmt: skip
     """Per row ``argmin |J s - e|^2 + w |s - d|^2`` with ``lo <= x + s <= hi`` kept by
     clamping and removing columns; batch last: ``jac`` (r, n, k), ``e`` (r, k), ``x``
     (n, k), ``lo``/``hi`` (n,) or per row (n, k), ``w`` (k,), ``d`` (n, k) or None (no
-    pull) -> (n, k)."""
+    pull) -> (n, k); ``exact``: the pull in the rows' null space (:func:`damped`)."""
     r, n, k = jac.shape
     per_row = lo.ndim == 2
     lo_, hi_ = (lo, hi) if per_row else (lo[:, None], hi[:, None])
-    step = damped(jac, e, w, d)
+    step = damped(jac, e, w, d, exact)
     v = x + step
     viol = (v < lo_) | (v > hi_)
     rows = np.flatnonzero(viol.any(axis=0))
@@ -45,7 +45,7 @@ def bounded_step(jac: Array, e: Array, x: Array, lo: Array, hi: Array, w: Array,
         fixed = np.where(sub_viol, np.clip(sub_v, los, his) - xs, fixed)
         free &= ~sub_viol
         rest = es - np.einsum("rnk,nk->rk", js, fixed)
-        s = damped(js * free, rest, ws, None if ds is None else ds * free)
+        s = damped(js * free, rest, ws, None if ds is None else ds * free, exact)
         s = np.where(free, s, fixed)
         sub_v = xs + s
         sub_viol = free & ((sub_v < los) | (sub_v > his))
@@ -69,10 +69,30 @@ def _cut(lo: Array, hi: Array, keep: NDArray[np.bool_]) -> tuple[Array, Array]:
     return (lo[:, keep], hi[:, keep]) if lo.shape[1] > 1 else (lo, hi)
 
 
-def damped(jac: Array, e: Array, w: Array, d: Array | None) -> Array:
+def damped(jac: Array, e: Array, w: Array, d: Array | None, exact: bool = False) -> Array:
     """``argmin |J s - e|^2 + w |s - d|^2`` per row, batch last (``jac`` (r, n, k));
-    where a column of ``J`` is zero, ``s = d`` there (callers zero ``d`` there)."""
+    where a column of ``J`` is zero, ``s = d`` there (callers zero ``d`` there).
+
+    ``exact``: the pull instead taken exactly in the null space of ``J`` (the damped
+    step toward ``e`` plus the part of ``d`` that no row sees), so that it moves no row
+    at any damping: the damping ``w`` weighs against light rows (a pole's, a thousandth
+    of the targets'), and a pull damped alike leaks into them, a bias on the pole that
+    shrinks only as the damping does."""
     r, n, k = jac.shape
+    if d is not None and exact:
+        jd = np.einsum("rnk,nk->rk", jac, d)
+        if n >= r:  # J^T (J J^T + w)^-1 e + d - J^T (J J^T + eps)^-1 J d, one solve
+            g = np.einsum("rnk,snk->rsk", jac, jac)
+            a = np.ascontiguousarray(np.concatenate((g, g), axis=2))
+            a.reshape(r * r, 2 * k)[:: r + 1] += np.concatenate((w, _eps(g)))
+            y = spd_solve(a, np.concatenate((e, jd), axis=1))
+            return np.einsum("rnk,rk->nk", jac, y[:, :k] - y[:, k:]) + d
+        g = np.einsum("rnk,rpk->npk", jac, jac)
+        a = np.ascontiguousarray(np.concatenate((g, g), axis=2))
+        a.reshape(n * n, 2 * k)[:: n + 1] += np.concatenate((w, _eps(g)))
+        y = spd_solve(a, np.concatenate((np.einsum("rnk,rk->nk", jac, e),
+                                         np.einsum("rnk,rk->nk", jac, jd)), axis=1))
+        return y[:, :k] - y[:, k:] + d
     if d is not None:
         e = e - np.einsum("rnk,nk->rk", jac, d)
     if n >= r:
@@ -84,6 +104,14 @@ def damped(jac: Array, e: Array, w: Array, d: Array | None) -> Array:
         a.reshape(n * n, k)[:: n + 1] += w
         s = spd_solve(a, np.einsum("rnk,rk->nk", jac, e))
     return s if d is None else s + d
+
+
+def _eps(g: Array) -> Array:
+    """A regularisation per row (k,) at the rounding of ``g``'s (r, r, k) largest
+    diagonal entry: the null space's projector stays bounded where ``J`` loses rank,
+    and leaks next to nothing into a light row (a pole's, a millionth of the targets'
+    on that diagonal)."""
+    return 1e-15 * np.einsum("iik->ik", g).max(axis=0) + 1e-300
 
 
 def spd_solve(a: Array, b: Array) -> Array:

@@ -11,7 +11,8 @@ tracks isolated branches. So ``plan.solve_path`` plans the path without the pole
 :func:`swing_to_poles` turns it toward them:
 
 1. every frame swings from the planned pose toward its pole, in the targets' null space,
-   as far as the limits allow (the *polished* frame: on the pole where it can be);
+   as far as the limits allow, pulled toward the planned pose (the *polished* frame: on
+   the pole where it can be, there nearest the plan);
 2. a frame takes its polished pose where the polished frames move on continuously;
    around a jump of theirs the frames swing only a fraction of the way, down to none
    (the planned pose) on the two frames of the jump, the fraction changing per frame by
@@ -31,7 +32,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from ..kinematics import BatchedKinematics
-from ..lm.loop import EXACT, levenberg_marquardt
+from ..lm.loop import EXACT, LMResult, levenberg_marquardt
 from ..lm.problem import Problem
 from .fill import SLOW_STALL_WINDOW
 from .relax import relax_peaks
@@ -60,8 +61,7 @@ def swing_to_poles(model: BatchedKinematics, poled: Problem, plain: Problem,
     if frames == 0:
         return path
     budget = poled.settings.max_iterations
-    polish = levenberg_marquardt(model, poled.as_pole_pull(), path.q, budget, pull=path.q,
-                                 stall_window=SLOW_STALL_WINDOW)
+    polish = _polish(model, poled, path.q, budget)
     work = path.iterations + polish.iterations
     solved = ~model.held
     want = model.difference(path.q, polish.q)  # (F, n): the swing each frame asks for
@@ -100,6 +100,28 @@ def swing_to_poles(model: BatchedKinematics, poled: Problem, plain: Problem,
     # the swing's own peaks (a polished stretch the limits stop, swung in and out)
     # (frames on their poles stay: a stall near a pole is no answer to keep)
     return relax_peaks(model, plain, out, flip_factor, keep=full & met)
+
+
+def _polish(model: BatchedKinematics, poled: Problem, q: Array, budget: int) -> LMResult:
+    """Every frame of ``q`` (F, n) swung toward its poles in the targets' null space,
+    pulled toward ``q`` (the nearest pose on the poles): first with the pull taken
+    exactly in the null space of targets and poles (a few iterations); a frame that does
+    not end on its poles (the limits stop the swing) again from ``q`` with the damped
+    pull, which also holds it back along the pole's own direction (a swing the limits
+    stop then ends near the planned pose, the same way on the next frame)."""
+    pull = poled.as_pole_pull()
+    out = levenberg_marquardt(model, pull, q, budget, pull=q, exact_pull=True)
+    near = EXACT * poled.settings.position_tolerance
+    miss = np.flatnonzero(~np.all(out.pole_error < near, axis=1))
+    if miss.size:
+        again = levenberg_marquardt(model, pull, q[miss], budget, rows=miss, pull=q[miss],
+                                    stall_window=SLOW_STALL_WINDOW)
+        out.q[miss], out.converged[miss] = again.q, again.converged
+        out.position_error[miss] = again.position_error
+        out.orientation_error[miss] = again.orientation_error
+        out.pole_error[miss] = again.pole_error
+        out.iterations[miss] += again.iterations
+    return out
 
 
 def swing_shares(length: Array, turns: Array, path_steps: Array, met: NDArray[np.bool_],
