@@ -41,7 +41,6 @@ import numpy as np
 from ..core.app.formats import parse_skeleton
 from ..core.errors import DhikError
 from ..core.model.definition import SkeletonDef
-from ..core.model.skeleton import Skeleton
 from ..core.rotations import matrix_to_quat, quat_normalize, quat_to_matrix
 from .access import armature_data, pose_of
 from .armature_build import (
@@ -368,15 +367,13 @@ def read_skeleton(ob: bpy.types.Object) -> SkeletonDef:
     return parse_skeleton(skeleton_dict(ob), source=f"armature {ob.name!r}")
 
 
-def joint_maps(ob: bpy.types.Object, defn: SkeletonDef, skeleton: Skeleton | None = None
-               ) -> dict[str, JointMap]:  # fmt: skip
+def joint_maps(ob: bpy.types.Object, defn: SkeletonDef) -> dict[str, JointMap]:
     """Joint -> bone channel maps, checking that bone heads sit on the joints' rest positions.
 
     A bone's prismatic joints (its ``.tx``/``.ty``/``.tz``, or an imported prismatic bone)
     share its location channel: each adds ``M axis * displacement``, and each reads its
-    displacement back through the matching row of the pseudo-inverse of their axes.
-    ``skeleton``: ``defn``'s, when the caller has one (it is left in the T-pose)."""
-    frames = rest_frames(defn, skeleton)
+    displacement back through the matching row of the pseudo-inverse of their axes."""
+    frames = rest_frames(defn)
     maps: dict[str, JointMap] = {}
     arm = armature_data(ob)
     owner = joint_bones(defn, {b.name for b in arm.bones})

@@ -101,7 +101,7 @@ class BakeRig:
         main = _Row.main(s)
         defn = read_skeleton(ob)
         skeleton = Skeleton(defn)
-        if main.bone and main.bone not in skeleton.joints:
+        if main.bone and not skeleton.has(main.bone):
             raise DhikError.at("DHIK", "effector", f"{ob.name!r} has no bone {main.bone!r}")
         leaves = skeleton.leaves()
         if not main.bone and len(leaves) != 1:
@@ -113,7 +113,7 @@ class BakeRig:
             row.check_target(scene, ob)
             check_effector_moves(defn, row.bone, "DHIK", row.where or "effector")
         check_applied_scale(ob, defn)
-        maps = joint_maps(ob, defn, skeleton)
+        maps = joint_maps(ob, defn)
         names = [r.bone for r in rows]
         lengths = [chain_joint_count(ob, defn, r.bone, r.chain_length) for r in rows]
         solved = solved_joints(defn, names, lengths)
@@ -303,7 +303,7 @@ def _extra_rows(
     for i, row in enumerate(s.effectors):
         where = f"effectors[{i}]"
         bone = bone_refs.current(ob, row.bone, row.bone_tag)
-        if bone not in skeleton.joints:
+        if not skeleton.has(bone):
             problem = f"{ob.name!r} has no bone {bone!r}" if bone else "choose a bone"
             raise DhikError.at("DHIK", where, problem)
         if bone in used:

@@ -53,14 +53,11 @@ class RestFrame:
     rotation: Mat3
 
 
-def rest_frames(defn: SkeletonDef, skeleton: Skeleton | None = None) -> dict[str, RestFrame]:
-    """T-pose world frame of every joint, from the core's FK (parents first); pass the
-    ``skeleton`` of ``defn`` when there is one (it is left in the T-pose)."""
-    skel = Skeleton(defn) if skeleton is None else skeleton
-    skel.reset()
+def rest_frames(defn: SkeletonDef) -> dict[str, RestFrame]:
+    """T-pose world frame of every joint, from the core's FK (parents first)."""
     return {
         name: RestFrame(m[:3, 3].copy(), m[:3, :3].copy())
-        for name, m in skel.world_transforms().items()
+        for name, m in Skeleton(defn).rest_transforms().items()
     }
 
 

@@ -15,6 +15,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from ..errors import DhikError
+from ..model.definition import DOF
 from ..model.skeleton import Skeleton
 from ..rotations import quat_normalize, quat_to_euler_xyz
 from ..solver.kinematics import Pole
@@ -58,7 +59,7 @@ def check_tracks(
         tracks = [EffectorTrack(name, targets)]  # type: ignore[arg-type]
     seen: set[str] = set()
     for t in tracks:
-        skeleton.joint(t.name)
+        skeleton.definition(t.name)
         if t.name in seen:
             raise DhikError(f"effector {t.name!r} has two target tracks")
         seen.add(t.name)
@@ -119,10 +120,10 @@ def frame_extras(
     for t in tracks:
         if t.pole is not None:
             path = [t.name]
-            node = skeleton.joint(t.name).parent
-            while node is not None:
-                path.append(node.name)
-                node = node.parent
+            above = skeleton.definition(t.name).parent
+            while above is not None:
+                path.append(above)
+                above = skeleton.definition(above).parent
             if len(path[: t.chain_length or None]) < 3:
                 raise DhikError(f"effector {t.name!r}: a pole needs a chain of 3 joints or "
                                 "more (2 bones and the effector)")
@@ -132,7 +133,7 @@ def frame_extras(
                                     "need 3 finite numbers (m)")
             if not math.isfinite(t.pole_angle):
                 raise DhikError(f"effector {t.name!r}: pole angle must be finite (rad)")
-    kinds = {name: j.get_dof() for name, j in skeleton.joints.items()}
+    kinds = {d.name: DOF[d.type] for d in skeleton.defn.joints}
     for frame, entries in driven or ():
         for name, entry in entries.items():
             if name not in kinds:

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 JOINT_TYPES = ("fixed", "revolute", "prismatic", "spherical")
 ANIMATED_TYPES = ("revolute", "prismatic", "spherical")
+DOF = {"fixed": 0, "revolute": 1, "prismatic": 1, "spherical": 3}  # per joint type
 
 Vec3 = tuple[float, float, float]
 Range = tuple[float, float]

@@ -174,3 +174,42 @@ def test_fixed_joint_rotation_first_then_offset() -> None:
     root.update_global_transform()
     np.testing.assert_allclose(bend.global_transform[:3, 3], [0, 0, 1], atol=1e-15)
     np.testing.assert_allclose(tip.global_transform[:3, 3], [0, 1, 1], atol=1e-15)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_values_set_before_the_joints_are_built_pose_them_alike(seed: int) -> None:
+    """The joint objects are built on first use: values set (and a reset) before that
+    pose them as on built ones; the T-pose's transforms and entries come from the
+    definition alone, equal to the objects' after a reset. A tree of every joint type."""
+    from fixtures import random_tree
+    from scipy.spatial.transform import Rotation
+
+    rng = np.random.default_rng(seed)
+    defn, _ = random_tree(rng)
+    built = Skeleton(defn)
+    built.reset()
+    tpose = {n: m.copy() for n, m in built.world_transforms().items()}
+    rest = Skeleton(defn).rest_transforms()
+    assert rest.keys() == tpose.keys()
+    for name, m in tpose.items():
+        np.testing.assert_allclose(rest[name], m, rtol=0, atol=1e-12)
+    assert Skeleton(defn).tpose_values() == built.joint_values()
+    values = {}
+    for d in defn.joints:
+        if d.type == "spherical":
+            q = Rotation.random(random_state=seed).as_quat(scalar_first=True) * 3.0
+            values[d.name] = {"type": "spherical", "quaternion": [float(c) for c in q]}
+        elif d.type in ("revolute", "prismatic"):
+            key = "angle" if d.type == "revolute" else "displacement"
+            values[d.name] = {"type": d.type, key: float(rng.uniform(-1, 1))}
+    lazy = Skeleton(defn)
+    lazy.set_joint_values({"J1": {"type": "revolute", "angle": 2.0}})
+    lazy.reset(fk=False)  # forgets it
+    lazy.set_joint_values(values)
+    assert lazy._joints is None  # nothing built yet
+    built.set_joint_values(values)
+    assert lazy.joint_values() == built.joint_values()
+    for name, m in built.world_transforms().items():
+        np.testing.assert_allclose(lazy.world_transforms()[name], m, rtol=0, atol=1e-12)
+    with pytest.raises(Exception, match="no joint named 'nope'"):
+        Skeleton(defn).set_joint_values({"nope": {"type": "revolute", "angle": 0.0}})

@@ -59,11 +59,11 @@ class StepBlocks:
         touched = np.zeros(n, dtype=bool)
         row_cols = []
         for s in supports:
-            cols = np.flatnonzero(s & free)
-            row_cols.append(cols)
-            touched[cols] = True
-            for c in cols[1:]:
-                parent[find(int(c))] = find(int(cols[0]))
+            hit = np.flatnonzero(s & free)
+            row_cols.append(hit)
+            touched[hit] = True
+            for c in hit[1:]:
+                parent[find(int(c))] = find(int(hit[0]))
         if not np.array_equal(touched, free):
             return None
         roots = sorted({find(int(c)) for c in np.flatnonzero(free)})
@@ -78,14 +78,6 @@ class StepBlocks:
             if rc.size:
                 rows[which[find(int(rc[0]))]].append(i)
         return cls(rows, cols)
-
-    def for_rows(self, r: int) -> StepBlocks:
-        """The same blocks restricted to the first ``r`` residual rows."""
-        rows = [[int(i) for i in ri[mi] if i < r] for ri, mi in zip(self.rix, self.rmask,
-                                                                  strict=True)]
-        cols = [[int(c) for c in ci[mi]] for ci, mi in zip(self.cix, self.cmask,
-                                                           strict=True)]
-        return StepBlocks(rows, cols)
 
     # -- gathers and the step ---------------------------------------------------------
     def _cols(self, a: Array) -> Array:

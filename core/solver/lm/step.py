@@ -64,7 +64,7 @@ def bounded_step(jac: Array, e: Array, x: Array, lo: Array, hi: Array, w: Array,
     return step
 
 
-def _cut(lo: Array, hi: Array, keep: NDArray[np.bool_]) -> tuple[Array, Array]:
+def _cut(lo: Array, hi: Array, keep: NDArray[np.bool_] | np.bool_) -> tuple[Array, Array]:
     """The bounds of the rows ``keep`` (per-row bounds (n, k)), or the shared (n, 1)."""
     return (lo[:, keep], hi[:, keep]) if lo.shape[1] > 1 else (lo, hi)
 
