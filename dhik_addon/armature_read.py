@@ -402,6 +402,8 @@ def joint_maps(ob: bpy.types.Object, defn: SkeletonDef) -> dict[str, JointMap]:
             slides.setdefault(name, []).append(j.name)
     for names in slides.values():  # location -> displacements: pseudo-inverse of the axes
         columns = np.column_stack([maps[n].bone_axis() for n in names])
-        for n, row in zip(names, np.linalg.pinv(columns), strict=True):
+        # a bone's own .tx/.ty/.tz: orthonormal axes, whose pseudo-inverse is their transpose
+        unit = np.abs(columns.T @ columns - np.eye(len(names))).max() < 1e-12
+        for n, row in zip(names, columns.T if unit else np.linalg.pinv(columns), strict=True):
             maps[n] = replace(maps[n], read_axis=row)
     return maps
