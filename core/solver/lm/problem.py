@@ -85,6 +85,8 @@ def search_limits(model: BatchedKinematics) -> tuple[Array, Array]:
 
 
 _SCALES: weakref.WeakKeyDictionary[Any, float] = weakref.WeakKeyDictionary()
+_BLOCKS: weakref.WeakKeyDictionary[Any, dict[Any, StepBlocks | None]] = \
+    weakref.WeakKeyDictionary()  # Problem.step_blocks, per model
 
 
 def length_scale(model: BatchedKinematics) -> float:
@@ -194,23 +196,24 @@ class Problem:
         half = 0.5 * (hi - lo)
         finite = np.isfinite(half) & self.options.scaled_columns
         self.col_scale = np.clip(np.where(finite, half, 1.0), 1e-3, 1e3)  # (n,)
-        self._blocks: dict[tuple[int, bool, bool], StepBlocks | None] = {}  # shared by copies
 
     def step_blocks(self, r: int) -> StepBlocks | None:
         """The independent blocks of the first ``r`` rows of :meth:`linearise`'s residual
         (the effectors' six rows each, then the poles', then a posture's one per column)
-        and the columns that are not held (:class:`~.blocks.StepBlocks`), or None."""
+        and the columns that are not held (:class:`~.blocks.StepBlocks`), or None; kept
+        per model (every problem of a search shares them)."""
         posture = self.rows.posture is not None
-        key = (r, self.poles is not None, posture)
-        if key not in self._blocks:
+        poled = () if self.poles is None else tuple(int(e) for e in self.poles.effectors)
+        key = (r, poled, posture)
+        cache = _BLOCKS.setdefault(self.model, {})
+        if key not in cache:
             model, m = self.model, len(self.model.effectors)
             supports = [model.paths[e] for e in range(m) for _ in range(6)]
-            if self.poles is not None:
-                supports += [model.paths[e] for e in self.poles.effectors]
+            supports += [model.paths[e] for e in poled]
             if posture:
                 supports += list(np.eye(model.n, dtype=bool))
-            self._blocks[key] = StepBlocks.of(supports[:r], ~model.held)
-        return self._blocks[key]
+            cache[key] = StepBlocks.of(supports[:r], ~model.held)
+        return cache[key]
 
     @property
     def pole_count(self) -> int:
