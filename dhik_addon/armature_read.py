@@ -364,7 +364,13 @@ def chain_joint_count(ob: bpy.types.Object, defn: SkeletonDef, effector: str, bo
 
 def read_skeleton(ob: bpy.types.Object) -> SkeletonDef:
     """Validated SkeletonDef of armature ``ob``; DhikError names the armature."""
-    return parse_skeleton(skeleton_dict(ob), source=f"armature {ob.name!r}")
+    return read_skeleton_notes(ob)[0]
+
+
+def read_skeleton_notes(ob: bpy.types.Object) -> tuple[SkeletonDef, list[str]]:
+    """:func:`read_skeleton` and :func:`skeleton_notes` from one read of the bones."""
+    data, notes = _read(ob)
+    return parse_skeleton(data, source=f"armature {ob.name!r}"), notes
 
 
 def joint_maps(ob: bpy.types.Object, defn: SkeletonDef) -> dict[str, JointMap]:

@@ -89,6 +89,7 @@ class BakeJob:
     # (bone, property) of channels the bake held at rest that were not, and the frames
     held: list[tuple[str, str]] = field(default_factory=list)
     held_frames: tuple[int, int] = (0, 0)
+    notes: list[str] = field(default_factory=list)  # armature_read.skeleton_notes
 
     @property
     def frame_count(self) -> int:
@@ -249,6 +250,6 @@ class Preparation:
         return BakeJob(rig.armature, rig.skeleton, rig.maps, rig.tracks(self.reader.tracks),
                        s.method, not s.cold_start, rig.settings, path, rig.solved,
                        s.bake_action, s.frame_step, s.key_reduction, self.driven or None,
-                       previous, following)
+                       previous, following, notes=rig.notes)
 
 

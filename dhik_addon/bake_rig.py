@@ -24,7 +24,7 @@ from ..core.solver.settings import SolverSettings
 from . import bone_refs
 from .access import armature_data, pose_of, scene_of
 from .animation import channel_floats
-from .armature_read import chain_joint_count, joint_maps, read_skeleton
+from .armature_read import chain_joint_count, joint_maps, read_skeleton_notes
 from .bake_keys import (
     bone_joints,
     check_effector_moves,
@@ -62,6 +62,7 @@ class BakeRig:
     settings: SolverSettings
     target_bones: list[str] = field(default_factory=list)  # per target: bone or ""
     pole_bones: list[str] = field(default_factory=list)  # per pole: bone or ""
+    notes: list[str] = field(default_factory=list)  # armature_read.skeleton_notes
 
     @functools.cached_property
     def bone_owners(self) -> dict[str, tuple[str | None, list[str]]]:
@@ -99,7 +100,7 @@ class BakeRig:
             raise DhikError.at("DHIK", "armature", "choose an armature to bake")
         require_in_scene(scene, ob, "armature")
         main = _Row.main(s)
-        defn = read_skeleton(ob)
+        defn, notes = read_skeleton_notes(ob)
         skeleton = Skeleton(defn)
         if main.bone and not skeleton.has(main.bone):
             raise DhikError.at("DHIK", "effector", f"{ob.name!r} has no bone {main.bone!r}")
@@ -131,7 +132,7 @@ class BakeRig:
         return cls(ob, skeleton, maps, names, weights, lengths,
                    [r.target for r in rows], [r.pole for r in rows],
                    [r.pole_angle for r in rows], solved, driven_names, s.solver_settings(),
-                   [r.target_bone for r in rows], [r.pole_bone for r in rows])
+                   [r.target_bone for r in rows], [r.pole_bone for r in rows], notes)
 
     def driven_values(self) -> dict[str, dict[str, Any]]:
         """The driven joints' values (SPEC 3.3 entries) from their bones' current pose."""

@@ -17,7 +17,6 @@ import bpy
 from ..core.app.bake import BakeResult
 from ..core.errors import DhikError
 from .access import window_manager
-from .armature_read import skeleton_notes
 from .bake_job import BakeJob, Preparation
 from .bake_run import BakeSession
 from .props import settings
@@ -89,7 +88,7 @@ class DHIK_OT_bake(bpy.types.Operator):
             "INFO" if result.converged_count == len(result.records)
             and not (check and check.missed) else "WARNING"
         )
-        for note in skeleton_notes(job.armature):  # Blender IK settings kept approximately
+        for note in job.notes:  # Blender IK settings kept approximately (skeleton_notes)
             self.report({"WARNING"}, f"Approximate: {note}")
         s = settings(context)
         self.report({level}, f"{s.result_summary}; {s.result_keys} keys on "
