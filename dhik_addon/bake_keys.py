@@ -49,6 +49,11 @@ _KEY_FLOATS = {"co": 2, "handle_left": 2, "handle_right": 2, "back": 1, "amplitu
                "period": 1}
 _KEY_ENUMS = ("interpolation", "handle_left_type", "handle_right_type", "easing", "type")
 _KEY_BOOLS = ("select_control_point", "select_left_handle", "select_right_handle")
+# what ``keyframe_points.add`` gives a new point as :func:`_new_keys` would set it (easing
+# and elastic values zero, AUTO_CLAMPED handles, a KEYFRAME): a curve's first keys skip
+# them (tested against setting everything)
+_ADDED = frozenset({"back", "amplitude", "period", "handle_left_type", "handle_right_type",
+                    "easing", "type"})
 
 
 def rotation_prop(mode: str) -> str:
@@ -354,12 +359,14 @@ def replace_range(
         merged = new
     order = np.argsort(merged["co"][:, 0], kind="stable")
     total = len(order)
+    fresh = len(kps) == 0  # every point new: the attributes ``add`` gives are left alone
     if total > len(kps):
         kps.add(total - len(kps))
     while len(kps) > total:
         kps.remove(kps[len(kps) - 1], fast=True)
     for name, arr in merged.items():
-        kps.foreach_set(name, np.ascontiguousarray(arr[order]).ravel())
+        if not (fresh and name in _ADDED):
+            kps.foreach_set(name, np.ascontiguousarray(arr[order]).ravel())
     fc.update()
 
 
