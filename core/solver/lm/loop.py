@@ -33,6 +33,7 @@ BoolArray = NDArray[np.bool_]
 # with the poles as a pull, a row stops on its poles once their arcs are below this
 # share of the position tolerance (or when it stalls)
 EXACT = 1e-3
+FEW_ROWS = 32  # see _step
 
 
 @dataclass
@@ -195,10 +196,11 @@ def levenberg_marquardt(model: BatchedKinematics, problem: Problem, q0: Array,
 def _step(problem: Problem, jac: Array, e: Array, x: Array, lo: Array, hi: Array,
           w: Array, d: Array | None, exact: bool) -> Array:  # fmt: skip
     """``step.bounded_step``, block by block where the problem splits
-    (``Problem.step_blocks``: four legs under a held body); ``exact``: the pull in the
-    rows' null space (light rows: ``step.damped``)."""
+    (``Problem.step_blocks``: four legs under a held body; one block, the held columns
+    left out, from ``FEW_ROWS`` rows: below, the gathers cost more than they save);
+    ``exact``: the pull in the rows' null space (light rows: ``step.damped``)."""
     blocks = problem.step_blocks(len(e))
-    if blocks is None:
+    if blocks is None or (len(blocks.rix) == 1 and e.shape[1] < FEW_ROWS):
         return bounded_step(jac, e, x, lo, hi, w, d, exact)
     return blocks.step(functools.partial(bounded_step, exact=exact), jac, e, x, lo, hi, w, d)
 
