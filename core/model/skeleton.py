@@ -161,7 +161,7 @@ class Skeleton:
         self.update()
 
     def rest_transforms(self) -> dict[str, NDArray[np.float64]]:
-        """World 4x4 transform of every real joint in the T-pose (what
+        """World 4x4 transform (metres) of every real joint in the T-pose (what
         ``world_transforms`` gives after ``reset``), from the definition alone: each
         joint at its parent's frame moved by its offset, turned only by a fixed joint's
         quaternion."""

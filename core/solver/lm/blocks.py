@@ -17,7 +17,6 @@ import numpy as np
 from numpy.typing import NDArray
 
 Array = NDArray[np.float64]
-Index = NDArray[np.intp]
 Step = Callable[..., Array]
 
 
@@ -37,6 +36,7 @@ class StepBlocks:
             self.rix[i, :len(r)], self.rmask[i, :len(r)] = r, True
             self.cix[i, :len(c)], self.cmask[i, :len(c)] = c, True
         self.columns = self.cix[self.cmask]  # every block's columns, block by block
+        self.mask = (self.rmask[:, :, None] & self.cmask[:, None, :])[..., None]  # (B, R, N, 1)
 
     @classmethod
     def of(cls, supports: Sequence[NDArray[np.bool_]], free: NDArray[np.bool_]
@@ -92,8 +92,7 @@ class StepBlocks:
         columns in no block (held) do not move."""
         b, k = len(self.rix), jac.shape[-1]
         nb = self.cix.shape[1]
-        mask = (self.rmask[:, :, None] & self.cmask[:, None, :])[..., None]
-        j = jac[self.rix[:, :, None], self.cix[:, None, :]] * mask  # (B, R, N, k)
+        j = jac[self.rix[:, :, None], self.cix[:, None, :]] * self.mask  # (B, R, N, k)
         jb = np.ascontiguousarray(j.transpose(1, 2, 0, 3)).reshape(j.shape[1], nb, b * k)
         eb = e[self.rix] * self.rmask[..., None]  # (B, R, k)
         eb = np.ascontiguousarray(eb.transpose(1, 0, 2)).reshape(eb.shape[1], b * k)

@@ -49,6 +49,17 @@ class LMResult:
     orientation_error: Array
     pole_error: Array
 
+    def put(self, rows: Index, other: LMResult, keep: BoolArray | None = None) -> None:
+        """Rows ``rows`` of this result solved again as ``other`` (one row each): its
+        answer where ``keep`` (default everywhere), its iterations added everywhere."""
+        take = slice(None) if keep is None else keep
+        at = rows[take]
+        self.q[at], self.converged[at] = other.q[take], other.converged[take]
+        self.position_error[at] = other.position_error[take]
+        self.orientation_error[at] = other.orientation_error[take]
+        self.pole_error[at] = other.pole_error[take]
+        self.iterations[rows] += other.iterations
+
 
 def levenberg_marquardt(model: BatchedKinematics, problem: Problem, q0: Array,
                         budget: int, rows: Index | None = None, pull: Array | None = None,
@@ -223,12 +234,7 @@ def _targets_first(model: BatchedKinematics, problem: Problem, res: LMResult, id
                    budget)
     better = problem.badness(again.position_error, again.orientation_error) <= \
         problem.badness(res.position_error[miss], res.orientation_error[miss])
-    take = miss[better]
-    res.q[take], res.converged[take] = again.q[better], again.converged[better]
-    res.position_error[take] = again.position_error[better]
-    res.orientation_error[take] = again.orientation_error[better]
-    res.pole_error[take] = again.pole_error[better]
-    res.iterations[miss] += again.iterations
+    res.put(miss, again, better)
 
 
 def _again(model: BatchedKinematics, problem: Problem, res: LMResult, idx: Index,

@@ -79,30 +79,25 @@ def damped(jac: Array, e: Array, w: Array, d: Array | None, exact: bool = False)
     of the targets'), and a pull damped alike leaks into them, a bias on the pole that
     shrinks only as the damping does."""
     r, n, k = jac.shape
-    if d is not None and exact:
-        jd = np.einsum("rnk,nk->rk", jac, d)
-        if n >= r:  # J^T (J J^T + w)^-1 e + d - J^T (J J^T + eps)^-1 J d, one solve
-            g = np.einsum("rnk,snk->rsk", jac, jac)
-            a = np.ascontiguousarray(np.concatenate((g, g), axis=2))
-            a.reshape(r * r, 2 * k)[:: r + 1] += np.concatenate((w, _eps(g)))
-            y = spd_solve(a, np.concatenate((e, jd), axis=1))
-            return np.einsum("rnk,rk->nk", jac, y[:, :k] - y[:, k:]) + d
-        g = np.einsum("rnk,rpk->npk", jac, jac)
-        a = np.ascontiguousarray(np.concatenate((g, g), axis=2))
-        a.reshape(n * n, 2 * k)[:: n + 1] += np.concatenate((w, _eps(g)))
-        y = spd_solve(a, np.concatenate((np.einsum("rnk,rk->nk", jac, e),
-                                         np.einsum("rnk,rk->nk", jac, jd)), axis=1))
-        return y[:, :k] - y[:, k:] + d
-    if d is not None:
+    exact = exact and d is not None
+    if d is not None and not exact:
         e = e - np.einsum("rnk,nk->rk", jac, d)
-    if n >= r:
-        a = np.ascontiguousarray(np.einsum("rnk,snk->rsk", jac, jac))
-        a.reshape(r * r, k)[:: r + 1] += w  # the diagonal
-        s = np.einsum("rnk,rk->nk", jac, spd_solve(a, e))
-    else:
-        a = np.ascontiguousarray(np.einsum("rnk,rpk->npk", jac, jac))
-        a.reshape(n * n, k)[:: n + 1] += w
-        s = spd_solve(a, np.einsum("rnk,rk->nk", jac, e))
+    rows = n >= r  # (J J^T + w) y = e, s = J^T y; else (J^T J + w) s = J^T e
+    g = np.einsum("rnk,snk->rsk", jac, jac) if rows else np.einsum("rnk,rpk->npk", jac, jac)
+    rhs, diag = (e if rows else np.einsum("rnk,rk->nk", jac, e)), w
+    if exact:  # beside it, the part of d any row sees: (.. + eps) y' = J d, in one solve
+        assert d is not None
+        jd = np.einsum("rnk,nk->rk", jac, d)
+        g = np.concatenate((g, g), axis=2)
+        rhs = np.concatenate((rhs, jd if rows else np.einsum("rnk,rk->nk", jac, jd)), axis=1)
+        diag = np.concatenate((w, _eps(g[..., :k])))
+    a = np.ascontiguousarray(g)
+    size = len(a)
+    a.reshape(size * size, a.shape[2])[:: size + 1] += diag  # the diagonal
+    y = spd_solve(a, rhs)
+    if exact:
+        y = y[:, :k] - y[:, k:]
+    s = np.einsum("rnk,rk->nk", jac, y) if rows else y
     return s if d is None else s + d
 
 

@@ -114,13 +114,8 @@ def _polish(model: BatchedKinematics, poled: Problem, q: Array, budget: int) -> 
     near = EXACT * poled.settings.position_tolerance
     miss = np.flatnonzero(~np.all(out.pole_error < near, axis=1))
     if miss.size:
-        again = levenberg_marquardt(model, pull, q[miss], budget, rows=miss, pull=q[miss],
-                                    stall_window=SLOW_STALL_WINDOW)
-        out.q[miss], out.converged[miss] = again.q, again.converged
-        out.position_error[miss] = again.position_error
-        out.orientation_error[miss] = again.orientation_error
-        out.pole_error[miss] = again.pole_error
-        out.iterations[miss] += again.iterations
+        out.put(miss, levenberg_marquardt(model, pull, q[miss], budget, rows=miss,
+                                          pull=q[miss], stall_window=SLOW_STALL_WINDOW))
     return out
 
 
