@@ -36,20 +36,36 @@ def rodrigues_parts(axis: Array) -> tuple[Array, Array, Array]:
 class RowsPlan:
     """The tables of :func:`forward_rows`: a slot per step (a boxed spherical
     joint's angles: three hinge slots), each a local transform ``[L t; 0 1]`` on its parent
-    slot (-1: the world) kept transposed, with its columns' axes ``A`` (parent's frame) as
-    three more rows, ``[L^T 0; t^T 1; A^T 0]`` (7, 4), at zero coordinates."""
+    slot kept transposed, with its columns' axes ``A`` (parent's frame) as three more
+    rows, ``[L^T 0; t^T 1; A^T 0]`` (7, 4), at zero coordinates.
+
+    Folded (``prefix`` given): the steps of the held prefix (``prefix`` per step) get no
+    slot; the ``anchors`` (prefix steps the rest hangs from, or an output) take their world
+    frames from outside (``forward_rows``' ``base``), and the prefix's columns get zero
+    axes. The world table holds the slots, then the anchors, a zero slot and the world."""
 
     def __init__(self, steps: Sequence[Any], n: int, effector_steps: Sequence[int],
                  kinds: NDArray[np.int_], rotvec_starts: NDArray[np.int_],
-                 wraps: NDArray[np.bool_]) -> None:  # fmt: skip
+                 wraps: NDArray[np.bool_], prefix: Sequence[bool] | None = None,
+                 anchors: Sequence[int] = ()) -> None:  # fmt: skip
         """From a model's FK steps (``joint_space._Step``), its ``n`` columns, the steps of
         its effectors (and points), its columns' kinds, its rotation vectors' first
-        columns and its wrapping hinge columns."""
+        columns and its wrapping hinge columns; folded: per step whether it is in the
+        held prefix, and the prefix steps given from outside (class docstring)."""
+        folded = [False] * len(steps) if prefix is None else list(prefix)
+        n_slots = sum(3 if st.kind == "spherical" and not st.rotvec else 1
+                      for st, out in zip(steps, folded, strict=True) if not out)
+        anchor_slot = {a: n_slots + j for j, a in enumerate(anchors)}
+        self.anchors = len(anchors)
+        self.zero_slot = n_slots + len(anchors)  # zero axes and origins (folded columns)
         self.parents: list[int] = []  # per slot
         tables: list[Array] = []  # per slot
-        step_slot: list[int] = []  # per step: its last slot
-        self.col_slot = np.zeros(n, dtype=int)  # per column: its slot
+        step_slot: list[int] = []  # per step: its last slot (an anchor's; -1: none)
+        self.col_slot = np.full(n, self.zero_slot)  # per column: its slot
         for st in steps:
+            if folded[st.i]:
+                step_slot.append(anchor_slot.get(st.i, -1))
+                continue
             parent = -1 if st.parent < 0 else step_slot[st.parent]
             boxed = st.kind == "spherical" and not st.rotvec
             for j in range(3 if boxed else 1):
@@ -65,29 +81,32 @@ class RowsPlan:
                 parent = len(tables)
                 tables.append(table)
             step_slot.append(parent)
-        self.template = np.array(tables)  # (S, 7, 4)
-        self.eff_slots = np.array(step_slot)[list(effector_steps)]
+        self.template = np.array(tables).reshape(-1, 7, 4)  # (S, 7, 4)
+        self.anchor_slots = np.array([step_slot[a] for a in anchors], dtype=int)
+        self.eff_slots = np.array(step_slot, dtype=int)[list(effector_steps)]
+        slotted = self.col_slot != self.zero_slot
         # hinges (a boxed joint's angles too), sliders, rotation vectors: columns, slots
-        self.hinge_cols = np.flatnonzero(kinds == REVOLUTE)
+        self.hinge_cols = np.flatnonzero((kinds == REVOLUTE) & slotted)
         self.hinge_slots = self.col_slot[self.hinge_cols]
         self.hinge_parts = np.array([[m.T for m in rodrigues_parts(a)] for a in
                                      self.template[self.hinge_slots, 4, :3]]).reshape(-1, 3, 9)
-        self.slide_cols = np.flatnonzero(kinds == PRISMATIC)
+        self.slide_cols = np.flatnonzero((kinds == PRISMATIC) & slotted)
         self.slide_slots = self.col_slot[self.slide_cols]
-        self.rotvec_cols = rotvec_starts + np.arange(3)[:, None]  # (3, J)
-        self.rotvec_slots = self.col_slot[rotvec_starts]
+        starts = rotvec_starts[slotted[rotvec_starts]]
+        self.rotvec_cols = starts + np.arange(3)[:, None]  # (3, J)
+        self.rotvec_slots = self.col_slot[starts]
         self.col_row = np.full(n, 4)  # per column: its axis' row in its slot's table
         self.col_row[self.rotvec_cols] = np.arange(4, 7)[:, None]
         self.wrap_cols = np.flatnonzero(wraps)
 
 
-
-def forward_rows(plan: RowsPlan, q: Array, columns: bool
+def forward_rows(plan: RowsPlan, q: Array, columns: bool, base: Array | None = None
              ) -> tuple[Array, Array, Array | None, Array | None]:  # fmt: skip
     """``BatchedModel._forward`` batch-first, for few rows ``q`` (n, k): per slot
     (:class:`RowsPlan`) its local table (k, 7, 4) times its parent's world
     ``[R^T; p^T]`` (k, 4, 3), one ``matmul`` a slot, gives the slot's ``[R^T; p^T]``
-    and its columns' world axes (``R_parent A``) as rows (k, 7, 3)."""
+    and its columns' world axes (``R_parent A``) as rows (k, 7, 3). ``base`` (A, 3, 4, k):
+    a folded plan's anchors' world ``[R p]`` (m)."""
     k = q.shape[1]
     local = np.empty((len(plan.parents), k, 7, 4))
     local[:] = plan.template[:, None]
@@ -103,8 +122,13 @@ def forward_rows(plan: RowsPlan, q: Array, columns: bool
         local[plan.rotvec_slots, :, :3, :3] = rot.transpose(2, 3, 1, 0)
         if left is not None:
             local[plan.rotvec_slots, :, 4:, :3] = left.transpose(2, 3, 1, 0)
-    world = np.empty((len(plan.parents) + 1, k, 7, 3))
+    world = np.empty((plan.zero_slot + 2, k, 7, 3))
     world[-1, :, :4] = np.eye(4, 3)  # slot -1: the world frame
+    if plan.anchors:
+        assert base is not None
+        world[plan.anchor_slots, :, :4] = base.transpose(0, 3, 2, 1)
+        if columns:
+            world[plan.zero_slot] = 0.0
     for s, parent in enumerate(plan.parents):
         np.matmul(local[s], world[parent, :, :4], out=world[s])
     eff = world[plan.eff_slots].transpose(0, 3, 2, 1).copy()  # (m, 3, 7, k): [R p A]
@@ -113,4 +137,3 @@ def forward_rows(plan: RowsPlan, q: Array, columns: bool
         return rot, pos, None, None
     axes = world[plan.col_slot, :, plan.col_row].transpose(0, 2, 1).copy()
     return rot, pos, axes, world[plan.col_slot, :, 3].transpose(0, 2, 1).copy()
-

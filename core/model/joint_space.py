@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
 from functools import cached_property
 from typing import Any, cast
 
@@ -33,9 +32,10 @@ from ..rotations import (
 )
 from ..solver.kinematics import PRISMATIC, REVOLUTE, ROTVEC
 from ..solver.lm.problem import SEARCH_LIMIT
-from .charts import angles_in_box, chart_quats, rotvec_matrices, rotvec_near, rotvec_recentred
+from .charts import angles_in_box, chart_quats, rotvec_near, rotvec_recentred
 from .definition import SkeletonDef
-from .fk_rows import AXES, WIDTH, RowsPlan, forward_rows, rodrigues_parts
+from .fk_columns import Step, forward_columns
+from .fk_rows import WIDTH, RowsPlan, forward_rows, rodrigues_parts
 from .skeleton import Skeleton
 
 Array = NDArray[np.float64]
@@ -43,20 +43,6 @@ Array = NDArray[np.float64]
 # FK runs batch-first up to _FEW_ROWS rows (numpy's per-call cost dominates), batch-last
 # beyond (fewer passes over smaller arrays); _CHUNK: floats in a Jacobian's temporary
 _FEW_ROWS, _CHUNK = 32, 2**14
-
-
-@dataclass(frozen=True)
-class _Step:
-    """One FK step: path joint ``i`` below ``parent`` (-1: world), of ``kind``."""
-
-    i: int
-    parent: int
-    kind: str  # "fixed", "revolute", "prismatic", "spherical"
-    offset: Array
-    col: int  # first coordinate column, -1 for fixed joints
-    axis: Array | None  # unit axis (revolute, prismatic)
-    rot: Array | None  # fixed rotation (fixed joints), None for identity
-    rotvec: bool = False  # a spherical joint without limits: a rotation-vector chart
 
 
 class BatchedModel:
@@ -108,7 +94,7 @@ class BatchedModel:
         order = [d for d in defn.joints if d.name in on_path]
         index = {d.name: i for i, d in enumerate(order)}
         self.joint_names = [d.name for d in order]
-        self._steps: list[_Step] = []
+        self._steps: list[Step] = []
         names: list[str] = []
         kinds: list[int] = []
         lo: list[float] = []
@@ -147,7 +133,7 @@ class BatchedModel:
                 self._spherical.append((d.name, col, chart_rotvec))
             elif d.quaternion is not None and tuple(d.quaternion) != (1.0, 0.0, 0.0, 0.0):
                 rot = quat_to_matrix(np.array(d.quaternion, dtype=float))
-            self._steps.append(_Step(i, parent, d.type, off, col, axis, rot, chart_rotvec))
+            self._steps.append(Step(i, parent, d.type, off, col, axis, rot, chart_rotvec))
         self.names = names
         self.n = len(names)
         self.kinds = np.array(kinds, dtype=int)
@@ -187,8 +173,32 @@ class BatchedModel:
         # value matters modulo a turn
         self.wraps = (self.kinds == REVOLUTE) & (np.abs(self.lo) > SEARCH_LIMIT) \
             & (np.abs(self.hi) > SEARCH_LIMIT) & ~self.held
-        self._prismatic_cols = np.flatnonzero(self.kinds == PRISMATIC)
-        self._full_path = [bool(p.all()) for p in self.paths]
+        self._all_cols = np.arange(self.n)
+        self._fold_prefix()
+
+    def _fold_prefix(self) -> None:
+        """The held prefix: steps with no solved column at or above them (a limb's spine).
+        Their frames are the same on every LM iteration of a problem, which computes
+        them once (:meth:`prefix_t`) and passes them to every FK as ``base``: the FK
+        starts at the ``anchors`` (prefix steps the rest hangs from, or an output).
+        Folded only where the prefix holds a held column."""
+        moves: list[bool] = []  # per step: a solved column at or above it
+        for st in self._steps:
+            own = st.col >= 0 and not self.held[st.col]
+            moves.append(own or (st.parent >= 0 and moves[st.parent]))
+        self._prefix = [not mv for mv in moves]
+        prefix_cols = [c for st in self._steps if self._prefix[st.i] and st.col >= 0
+                       for c in range(st.col, st.col + WIDTH[st.kind])]
+        anchors: set[int] = set()
+        if prefix_cols:
+            anchors = {st.parent for st in self._steps if not self._prefix[st.i]
+                       and st.parent >= 0 and self._prefix[st.parent]}
+            anchors |= {i for i in self._eff if self._prefix[i]}
+        self.anchors = sorted(anchors)  # step indices; empty: nothing folded
+        self._anchor_of = {a: j for j, a in enumerate(self.anchors)}
+        self._prefix_cols = np.array(prefix_cols, dtype=int)
+        starts = self.rotvec_starts
+        self._moving_rotvecs = starts[~np.isin(starts, self._prefix_cols)]
 
     @cached_property
     def _plan(self) -> RowsPlan:
@@ -196,96 +206,54 @@ class BatchedModel:
         return RowsPlan(self._steps, self.n, self._eff, self.kinds, self.rotvec_starts,
                         self.wraps)
 
+    @cached_property
+    def _folded_plan(self) -> RowsPlan:
+        """:attr:`_plan` without the held prefix (its anchors' frames given)."""
+        return RowsPlan(self._steps, self.n, self._eff, self.kinds, self.rotvec_starts,
+                        self.wraps, self._prefix, self.anchors)
+
+    @cached_property
+    def _anchor_plan(self) -> RowsPlan:
+        """:attr:`_plan` with the anchors as its outputs (:meth:`prefix_t`)."""
+        return RowsPlan(self._steps, self.n, self.anchors, self.kinds, self.rotvec_starts,
+                        self.wraps)
+
+    def prefix_t(self, q: Array) -> Array | None:
+        """The anchors' world frames ``[R p]`` (A, 3, 4, k) (m) at ``q`` (n, k), whose
+        held columns are all that move them: the ``base`` of :meth:`pose_t` and
+        :meth:`pose_jacobian_t` for rows with these held values; None where the model
+        folds nothing."""
+        if not self.anchors:
+            return None
+        if q.shape[1] <= _FEW_ROWS:
+            rot, pos, _, _ = forward_rows(self._anchor_plan, q, False)
+        else:
+            rot, pos, _, _ = self._forward(q, False, outputs=self.anchors)
+        return np.concatenate((rot, pos[:, :, None]), axis=2)
+
     # -- FK ------------------------------------------------------------------------------
-    def _forward(self, q: Array, columns: bool) -> tuple[Array, Array, Array | None,
-                                                         Array | None]:  # fmt: skip
-        """FK of ``q`` (n, k), batch-last (few rows: :func:`.fk_rows.forward_rows`): effector (and
-        point) rotations (m, 3, 3, k) and positions (m, 3, k), and (``columns``) each
-        column's world axis (the angular velocity per unit of the column: unit for a hinge
-        or slider, a column of the rotation vector's left Jacobian for ROTVEC) and joint
-        origin (n, 3, k). A rotation is kept as its three columns (3, k each): a turn about
-        a coordinate axis rewrites two of them and shares the third."""
-        k = q.shape[1]
-        if k <= _FEW_ROWS:
-            return forward_rows(self._plan, q, columns)
-        rots: list[Cols] = []
-        poss: list[Array] = []
-        axes = np.empty((self.n, 3, k)) if columns else None
-        origins = np.empty((self.n, 3, k)) if columns else None
-        ident: Cols = (AXES[:, 0, None], AXES[:, 1, None], AXES[:, 2, None])
-        zero = np.zeros((3, 1))
-        # every rotation vector's matrix (and left Jacobian) at once: (3, 3, J, k)
-        rv_index = {int(c): j for j, c in enumerate(self.rotvec_starts)}
-        rv_local = rv_left = None
-        if rv_index:
-            rv_local, rv_left = rotvec_matrices(q[self._plan.rotvec_cols], columns)
-        # every hinge's cosine and sine in two calls (other rows unused)
-        if self._any_trig:
-            ang = q if self._angle_rows.all() else np.where(self._angle_rows[:, None], q, 0.0)
-            cq, sq = np.cos(ang), np.sin(ang)
-        for st in self._steps:
-            rp = ident if st.parent < 0 else rots[st.parent]
-            p = zero if st.parent < 0 else poss[st.parent]
-            for j in range(3):
-                if st.offset[j] != 0.0:
-                    p = p + rp[j] * st.offset[j]
-            if st.kind == "fixed":
-                r = rp if st.rot is None else _mix(rp, st.rot)
-            elif st.kind == "revolute":
-                c = st.col
-                if columns:
-                    axes[c] = _combine(rp, st.axis)  # type: ignore[index]
-                    origins[c] = p  # type: ignore[index]
-                r = self._turn(rp, st, cq[c], sq[c])
-            elif st.kind == "prismatic":
-                r = rp
-                w = _combine(rp, st.axis)  # the axis in the world
-                p = p + w * q[st.col]
-                if columns:
-                    axes[st.col] = w  # type: ignore[index]
-                    origins[st.col] = p  # type: ignore[index]
-            elif st.rotvec:  # R = exp([v]x), v the joint's three coordinates
-                j = rv_index[st.col]
-                assert rv_local is not None
-                stacked = np.stack(np.broadcast_arrays(*rp))  # (3 columns, 3, k)
-                r = tuple(np.einsum("ick,ijk->jck", stacked, rv_local[:, :, j]))
-                if columns:
-                    assert rv_left is not None
-                    axes[st.col:st.col + 3] = np.einsum("ick,ijk->jck", stacked, rv_left[:, :, j])  # type: ignore[index]
-                    origins[st.col:st.col + 3] = p  # type: ignore[index]
-            else:  # spherical in a box: Rx(a) Ry(b) Rz(c)
-                r = rp
-                for j in range(3):
-                    c = st.col + j
-                    if columns:
-                        axes[c] = r[j]  # type: ignore[index]
-                        origins[c] = p  # type: ignore[index]
-                    r = _coordinate_turn(r, j, cq[c], sq[c])
-            rots.append(r)
-            poss.append(p)
-        rot = np.empty((len(self._eff), 3, 3, k))
-        pos = np.empty((len(self._eff), 3, k))
-        for e, i in enumerate(self._eff):
-            for j in range(3):
-                rot[e, :, j] = rots[i][j]
-            pos[e] = poss[i]
-        return rot, pos, axes, origins
+    def _forward(self, q: Array, columns: bool, base: Array | None = None,
+                 outputs: list[int] | None = None
+                 ) -> tuple[Array, Array, Array | None, Array | None]:  # fmt: skip
+        """FK of ``q`` (n, k): effector (and point) rotations (m, 3, 3, k) and positions
+        (m, 3, k), and (``columns``) each column's world axis (the angular velocity per
+        unit of the column: unit for a hinge or slider, a column of the rotation vector's
+        left Jacobian for ROTVEC) and joint origin (n, 3, k); batch first on a few rows
+        (:func:`.fk_rows.forward_rows`), batch last on many
+        (:func:`.fk_columns.forward_columns`). ``base``: the anchors' frames
+        (:meth:`prefix_t`), the held prefix folded (its columns' axes and origins zero);
+        ``outputs``: other steps than the effectors' and points'."""
+        fold = base is not None and bool(self.anchors)
+        if q.shape[1] <= _FEW_ROWS and outputs is None:
+            return forward_rows(self._folded_plan if fold else self._plan, q, columns,
+                                base if fold else None)
+        return forward_columns(self, q, columns, base if fold else None,
+                               self._eff if outputs is None else outputs)
 
-    def _turn(self, rp: Cols, st: _Step, c: Array, s: Array) -> Cols:
-        """``rp @ R_axis(v)`` for a revolute step, as columns, from ``c = cos v`` and
-        ``s = sin v`` (k,)."""
-        j = self._coord_axis.get(st.i, -1)
-        if j >= 0:
-            assert st.axis is not None
-            return _coordinate_turn(rp, j, c, s if st.axis[j] > 0 else -s)
-        e0, ec, es = self._parts[st.i]
-        local = e0[:, :, None] + ec[:, :, None] * c + es[:, :, None] * s
-        return _mix(rp, local)
-
-    def pose_t(self, q: Array) -> tuple[Array, Array]:
+    def pose_t(self, q: Array, base: Array | None = None) -> tuple[Array, Array]:
         """Batch-last :meth:`pose`: ``q`` (n, k) -> (m, 3, 3, k), (m, 3, k) (effectors,
-        then points)."""
-        rot, pos, _, _ = self._forward(q, False)
+        then points); ``base``: :meth:`prefix_t` of ``q``'s held values (or None)."""
+        rot, pos, _, _ = self._forward(q, False, base)
         return rot, pos
 
     def reach_t(self, q: Array) -> tuple[Array, Array]:
@@ -308,30 +276,45 @@ class BatchedModel:
                 np.abs(self.lo[cols]), np.abs(self.hi[cols]))[self.kinds[cols] == PRISMATIC]))
         return centre, radius
 
-    def pose_jacobian_t(self, q: Array) -> tuple[Array, Array, Array]:
+    def pose_jacobian_t(self, q: Array, base: Array | None = None,
+                        cols: NDArray[np.intp] | None = None
+                        ) -> tuple[Array, Array, Array]:  # fmt: skip
         """Batch-last :meth:`pose_jacobian`: ``q`` (n, k) -> rotations (m, 3, 3, k),
-        positions (m, 3, k) and the Jacobian (m, 6, n, k) (effectors, then points)."""
-        rot, pos, axes, origins = self._forward(q, True)
+        positions (m, 3, k) and the Jacobian (m, 6, c, k) (effectors, then points) of
+        columns ``cols`` (c,) (default all n). ``base``: :meth:`prefix_t` of ``q``'s held
+        values (or None); with it the columns of the held prefix get zero Jacobian
+        columns (no solve moves them)."""
+        rot, pos, axes, origins = self._forward(q, True, base)
         assert axes is not None and origins is not None
-        k, m = q.shape[1], len(self._eff)
-        jac = np.empty((m, 6, self.n, k))
-        ax0, ax1, ax2 = axes[:, 0], axes[:, 1], axes[:, 2]  # (n, k) each
-        step = max(1, _CHUNK // (3 * self.n * k + 1))  # effectors at once: fewer, small arrays
+        if cols is None:
+            return rot, pos, self._jacobian(pos, axes, origins, self._all_cols)
+        return rot, pos, self._jacobian(pos, axes[cols], origins[cols], cols)
+
+    def _jacobian(self, pos: Array, axes: Array, origins: Array,
+                  cols: NDArray[np.intp]) -> Array:
+        """The Jacobian (m, 6, c, k) of columns ``cols`` (c,) from the effectors' (and
+        points') positions (m, 3, k) and the columns' world axes and origins (c, 3, k)."""
+        c, k, m = len(cols), pos.shape[-1], len(self._eff)
+        jac = np.empty((m, 6, c, k))
+        ax0, ax1, ax2 = axes[:, 0], axes[:, 1], axes[:, 2]  # (c, k) each
+        step = max(1, _CHUNK // (3 * c * k + 1))  # effectors at once: fewer, small arrays
+        slide = np.flatnonzero(self.kinds[cols] == PRISMATIC)
+        paths = self.paths[:, cols]
         for e in range(0, m, step):
             out = jac[e:e + step]
-            d = pos[e:e + step, None] - origins  # (g, n, 3, k): from each joint to the effector
+            d = pos[e:e + step, None] - origins  # (g, c, 3, k): from each joint to the effector
             d0, d1, d2 = d[:, :, 0], d[:, :, 1], d[:, :, 2]
             np.subtract(ax1 * d2, ax2 * d1, out=out[:, 0])  # linear: axis x d
             np.subtract(ax2 * d0, ax0 * d2, out=out[:, 1])
             np.subtract(ax0 * d1, ax1 * d0, out=out[:, 2])
             out[:, 3:] = axes.transpose(1, 0, 2)
-            if self._prismatic_cols.size:  # a slider moves the effector along its axis
-                sl = self._prismatic_cols
-                out[:, 0:3, sl] = axes[sl].transpose(1, 0, 2)
-                out[:, 3:, sl] = 0.0
-            if not all(self._full_path[e:e + step]):  # columns off its path do not move it
-                out *= self.paths[e:e + step, None, :, None].astype(float)
-        return rot, pos, jac
+            if slide.size:  # a slider moves the effector along its axis
+                out[:, 0:3, slide] = axes[slide].transpose(1, 0, 2)
+                out[:, 3:, slide] = 0.0
+            part = paths[e:e + step]
+            if not part.all():  # columns off its path do not move it
+                out *= part[:, None, :, None].astype(float)
+        return jac
 
     def pose(self, q: Array) -> tuple[Array, Array]:
         """Effector world rotations (B, m, 3, 3) and positions (B, m, 3) (m) at ``q``
@@ -442,37 +425,3 @@ class BatchedModel:
                                                self.lo[c:c + 3].tolist(),
                                                self.hi[c:c + 3].tolist())
         return q
-
-
-_MIX = {0: (1, 2), 1: (2, 0), 2: (0, 1)}  # columns a turn about X, Y, Z mixes
-
-
-Cols = tuple[Array, Array, Array]  # a rotation's three columns, (3, k) or (3, 1) each
-
-
-def _coordinate_turn(rp: Cols, axis: int, c: Array, s: Array) -> Cols:
-    """``rp @ R_axis(v)`` for a coordinate axis (0, 1, 2), as columns (batch last), from
-    ``c = cos v`` and ``s = sin v`` (k,)."""
-    a, b = _MIX[axis]
-    ca, cb = rp[a], rp[b]
-    out = list(rp)
-    out[a] = ca * c + cb * s
-    out[b] = cb * c - ca * s
-    return out[0], out[1], out[2]
-
-
-def _combine(rp: Cols, v: Array | None) -> Array:
-    """``rp @ v`` (3, k) for a constant (3,) (zero terms skipped) or per-row (3, k) ``v``."""
-    assert v is not None
-    acc = None
-    for i in range(3):
-        if v.ndim == 1 and v[i] == 0.0:
-            continue
-        term = rp[i] if v.ndim == 1 and v[i] == 1.0 else rp[i] * v[i]
-        acc = term if acc is None else acc + term
-    return np.zeros((3, 1)) if acc is None else acc
-
-
-def _mix(rp: Cols, m: Array) -> Cols:
-    """``rp @ m`` as columns, for a constant (3, 3) or per-row (3, 3, k) ``m``."""
-    return _combine(rp, m[:, 0]), _combine(rp, m[:, 1]), _combine(rp, m[:, 2])

@@ -141,14 +141,22 @@ class BatchedKinematics(Protocol):
     wraps: NDArray[np.bool_]  # hinge angles without limits (their value modulo a turn)
     rotvec_starts: NDArray[np.int_]  # first column of each rotation vector (ROTVEC triple)
 
-    def pose_t(self, q: Array) -> tuple[Array, Array]:
-        """``q`` (n, k) -> effector (then point) world rotations (m, 3, 3, k) and
-        positions (m, 3, k) (m)."""
+    def prefix_t(self, q: Array) -> Array | None:
+        """What ``q``'s (n, k) held columns alone place, once per problem (the frames
+        of a held prefix, a limb's spine), passed back as ``base``; or None."""
         ...
 
-    def pose_jacobian_t(self, q: Array) -> tuple[Array, Array, Array]:
-        """``pose_t(q)`` and the world Jacobian (m, 6, n, k), rows ``[linear (m/unit);
-        angular (rad/unit)]``."""
+    def pose_t(self, q: Array, base: Array | None = None) -> tuple[Array, Array]:
+        """``q`` (n, k) -> effector (then point) world rotations (m, 3, 3, k) and
+        positions (m, 3, k) (m); ``base``: ``prefix_t`` of ``q``'s held values."""
+        ...
+
+    def pose_jacobian_t(self, q: Array, base: Array | None = None,
+                        cols: NDArray[np.intp] | None = None
+                        ) -> tuple[Array, Array, Array]:  # fmt: skip
+        """``pose_t(q)`` and the world Jacobian (m, 6, c, k) of columns ``cols`` (default
+        all n), rows ``[linear (m/unit); angular (rad/unit)]``; with ``base``, zero
+        columns where only held columns above the solved ones are."""
         ...
 
     def reach_t(self, q: Array) -> tuple[Array, Array]:

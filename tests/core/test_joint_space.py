@@ -347,3 +347,41 @@ def test_chain_lengths_hold_the_joints_the_compiled_model_drives(length: int) ->
     assert model.chains == [path[-length:] if length else path]
     q = sample_coordinates(whole, np.random.default_rng(length), 5)
     np.testing.assert_array_equal(model.transforms(q), whole.transforms(q))
+
+
+@pytest.mark.parametrize("lengths", [(1, 1), (2, 3), (3, 1), (0, 2), (4, 2)])
+def test_the_held_prefix_folded_gives_the_same_poses_and_jacobians(
+        lengths: tuple[int, int]) -> None:  # fmt: skip
+    """A problem computes the frames its held columns alone place once (``prefix_t``)
+    and every FK starts there (``base``): the same rotations, positions and Jacobians
+    (zero in the prefix's columns, which no solve moves) on a few rows and on many, on
+    trees of every joint type whose chain lengths hold a spine above the chains (and a
+    point, ``J2``, inside it where it is held; (4, 2) holds ``J6`` below the solved
+    ``J2``, outside the prefix)."""
+    rng = np.random.default_rng(sum(lengths))
+    defn, effs = random_tree(rng)
+    model = BatchedModel(defn, effs, list(lengths), points=["J2", "J4"])
+    parent = {d.name: d.parent for d in defn.joints}
+    moving = {name.split(".")[0] for name, h in zip(model.names, model.held, strict=True)
+              if not h}
+
+    def in_prefix(joint: str | None) -> bool:  # no solved column at or above it
+        return joint is None or (joint not in moving and in_prefix(parent[joint]))
+
+    prefix = [c for c, name in enumerate(model.names) if in_prefix(name.split(".")[0])]
+    assert list(model._prefix_cols) == prefix
+    if not prefix:  # a whole path solved
+        assert 0 in lengths and model.prefix_t(np.zeros((model.n, 1))) is None
+        return
+    assert model.anchors and set(prefix) <= set(np.flatnonzero(model.held))
+    if lengths == (4, 2):
+        assert model.held[model.names.index("J6.x")] and "J6" not in {
+            model.names[c].split(".")[0] for c in prefix}
+    for rows in (3, joint_space._FEW_ROWS + 9):
+        q = np.ascontiguousarray(sample_coordinates(model, rng, rows).T)
+        base = model.prefix_t(q)
+        rot, pos, jac = model.pose_jacobian_t(q)
+        jac[:, :, prefix] = 0.0
+        for got, want in zip([*model.pose_jacobian_t(q, base), *model.pose_t(q, base)],
+                             [rot, pos, jac, rot, pos], strict=True):
+            np.testing.assert_allclose(got, want, rtol=0, atol=1e-12)

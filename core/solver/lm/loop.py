@@ -95,14 +95,29 @@ def levenberg_marquardt(model: BatchedKinematics, problem: Problem, q0: Array,
         frozen = model.held if frozen is None else np.asarray(frozen, dtype=bool) | model.held
     q = model.recentre(q)
     pl = None if pull is None else np.ascontiguousarray(np.asarray(pull, dtype=float).T)
-    cs = problem.col_scale[:, None]
+    # steps in the free columns alone (problem.cols: the Jacobian's), c of them
+    cols, every_col = problem.cols, problem.all_free
+    cs = problem.col_scale[cols][:, None]
     if frozen is None:
-        keep = np.ones((model.n, 1))
-    else:  # (n,) for every row or (k, n) per row -> (n, 1) or (n, k)
+        keep = np.ones((cols.size, 1))
+    else:  # (n,) for every row or (k, n) per row -> (c, 1) or (c, k)
         fz = np.asarray(frozen, dtype=bool)
-        keep = (~fz).astype(float)[:, None] if fz.ndim == 1 else (~fz).T.astype(float)
+        keep = (~fz)[cols].astype(float)[:, None] if fz.ndim == 1 else \
+            (~fz).T[cols].astype(float)
     per_row = keep.shape[1] > 1
-    lo_s, hi_s = lo / problem.col_scale, hi / problem.col_scale
+    lo_c, hi_c = lo[cols][:, None], hi[cols][:, None]
+    lo_s, hi_s = lo_c[:, 0] / cs[:, 0], hi_c[:, 0] / cs[:, 0]
+
+    def free(a: Array) -> Array:  # (n, k) -> the free columns' rows (c, k)
+        return a if every_col else a[cols]
+
+    def moved(qa: Array, step: Array) -> Array:  # qa (n, k) + step (c, k), clipped
+        if every_col:
+            return model.recentre(np.clip(qa + step, lo_c, hi_c))
+        out = qa.copy()
+        out[cols] = np.clip(qa[cols] + step, lo_c, hi_c)
+        return model.recentre(out)
+
     every_rows = problem.rows.take(idx)  # gathered once
     lin = problem.linearise(q, every_rows)
     assert lin.jac is not None
@@ -137,21 +152,22 @@ def levenberg_marquardt(model: BatchedKinematics, problem: Problem, q0: Array,
         sel = slice(None) if every else act
         wd = ma * (opts.lm_damping * ena + opts.lm_damping_floor)
         # the pull shrinks as the damping grows: a rejected step must get shorter
-        d = None if pl is None else (pl[:, sel] - qa) * (pull_gain / np.maximum(ma, 1.0))
+        d = None if pl is None else \
+            (free(pl[:, sel]) - free(qa)) * (pull_gain / np.maximum(ma, 1.0))
         if d is not None and frozen is not None:
             d = d * (keep[:, sel] if per_row else keep)
         cs3 = (cs * (keep[:, sel] if per_row else keep))[None]
-        step = _step(problem, wa * cs3, ea, qa / cs, lo_s, hi_s, wd,
+        step = _step(problem, wa * cs3, ea, free(qa) / cs, lo_s, hi_s, wd,
                      None if d is None else d / cs, pulled and exact_pull) * cs
-        qt = model.recentre(np.clip(qa + step, lo[:, None], hi[:, None]))
+        qt = moved(qa, step)
         lt = problem.linearise(qt, ra)
         assert lt.jac is not None
         if pulled:  # a corrector: back onto the targets (their rows alone), so that the
             # turn's second-order drift off them does not hide its progress
             rt = len(problem.row_w)
-            fix = _step(problem, lt.jac[:rt] * cs3, lt.e[:rt], qt / cs, lo_s, hi_s,
+            fix = _step(problem, lt.jac[:rt] * cs3, lt.e[:rt], free(qt) / cs, lo_s, hi_s,
                         np.full(act.size, opts.lm_damping_floor), None, False) * cs
-            qt = model.recentre(np.clip(qt + fix, lo[:, None], hi[:, None]))
+            qt = moved(qt, fix)
             lt = problem.linearise(qt, ra)
         jac_t = lt.jac
         assert jac_t is not None
@@ -206,9 +222,9 @@ def levenberg_marquardt(model: BatchedKinematics, problem: Problem, q0: Array,
 
 def _step(problem: Problem, jac: Array, e: Array, x: Array, lo: Array, hi: Array,
           w: Array, d: Array | None, exact: bool) -> Array:  # fmt: skip
-    """``step.bounded_step``, block by block where the problem splits
-    (``Problem.step_blocks``: four legs under a held body; one block, the held columns
-    left out, from ``FEW_ROWS`` rows: below, the gathers cost more than they save);
+    """``step.bounded_step`` on the free columns (``Problem.cols``), block by block where
+    the problem splits (``Problem.step_blocks``: four legs under a held body; from
+    ``FEW_ROWS`` rows: below, the gathers cost more than they save);
     ``exact``: the pull in the rows' null space (light rows: ``step.damped``)."""
     blocks = problem.step_blocks(len(e))
     if blocks is None or (len(blocks.rix) == 1 and e.shape[1] < FEW_ROWS):

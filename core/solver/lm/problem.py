@@ -89,6 +89,31 @@ _BLOCKS: weakref.WeakKeyDictionary[Any, dict[Any, StepBlocks | None]] = \
     weakref.WeakKeyDictionary()  # Problem.step_blocks, per model
 
 
+_BASES: weakref.WeakKeyDictionary[Any, tuple[bytes, Array | None]] = \
+    weakref.WeakKeyDictionary()  # per model: the last held values and their base
+
+
+def _held_base(model: BatchedKinematics, cols: Index, held: Array) -> Array | None:
+    """``model.prefix_t`` of the held values ``held`` (h, B) in columns ``cols``: what
+    the held columns alone place (a limb's spine), once per problem; the last one kept
+    per model (a trajectory's problems share their held values)."""
+    key = held.tobytes()
+    try:
+        last = _BASES.get(model)
+    except TypeError:  # a model that cannot be weakly referenced
+        last = None
+    if last is not None and last[0] == key:
+        return last[1]
+    q = np.zeros((model.n, held.shape[1]))
+    q[cols] = held
+    base = model.prefix_t(q)
+    try:
+        _BASES[model] = (key, base)
+    except TypeError:  # a model that cannot be weakly referenced: not kept
+        pass
+    return base
+
+
 def length_scale(model: BatchedKinematics) -> float:
     """The largest linear Jacobian column of a solved column at the T-pose clipped into
     the limits (m); once per model (a constant of it)."""
@@ -117,27 +142,30 @@ def _length_scale(model: BatchedKinematics) -> float:
 @dataclass
 class Rows:
     """What a set of rows solves for, batch last: target rotations (m, 3, 3, k) and
-    positions (m, 3, k) (world, m), pole positions (P, 3, k) (world, m) or None, and a
+    positions (m, 3, k) (world, m), pole positions (P, 3, k) (world, m) or None, a
     posture (n, k) (rad, m) the rows are pulled toward (``Problem.with_posture``) or
+    None, and what the rows' held columns place (``base``, the model's ``prefix_t``) or
     None."""
 
     rot: Array
     pos: Array
     pole: Array | None
     posture: Array | None = None
+    base: Array | None = None
 
     def take(self, sel: Index | slice) -> Rows:
         return Rows(self.rot[..., sel], self.pos[..., sel],
                     None if self.pole is None else self.pole[..., sel],
-                    None if self.posture is None else self.posture[..., sel])
+                    None if self.posture is None else self.posture[..., sel],
+                    None if self.base is None else self.base[..., sel])
 
 
 @dataclass
 class Linearised:
     """A residual and its Jacobian at k coordinate rows: the weighted residual ``e``
     (r, k), each effector's position (m) and orientation (rad) error (m, k), each pole's
-    remaining arc (m) (P, k), and the weighted Jacobian ``jac`` (r, n, k) (None when only
-    the errors were asked for)."""
+    remaining arc (m) (P, k), and the weighted Jacobian ``jac`` (r, c, k) of the free
+    columns (``Problem.cols``) (None when only the errors were asked for)."""
 
     e: Array
     pe: Array
@@ -169,6 +197,9 @@ class Problem:
         self.count = len(t)
         self.targets = t
         self.held_cols = np.flatnonzero(model.held)
+        # the columns a solve may move: linearise's Jacobian has these alone
+        self.cols = np.flatnonzero(~model.held)
+        self.all_free = self.cols.size == model.n
         self.held: Array | None = None  # (h, B): the held columns' values per problem
         if self.held_cols.size:
             hv = np.zeros((self.count, model.n)) if held is None else \
@@ -180,8 +211,10 @@ class Problem:
         self.light = False
         self._far: BoolArray | None = None
         pole_pos = None if poles is None else poles.positions(self.count)
+        base = None if self.held is None else _held_base(model, self.held_cols, self.held)
         self.rows = Rows(np.ascontiguousarray(t[:, :, :3, :3].transpose(1, 2, 3, 0)),
-                         np.ascontiguousarray(t[:, :, :3, 3].transpose(1, 2, 0)), pole_pos)
+                         np.ascontiguousarray(t[:, :, :3, 3].transpose(1, 2, 0)), pole_pos,
+                         None, base)
         w = [(1.0, 1.0)] * m if weights is None else [(float(a), float(b)) for a, b in weights]
         if len(w) != m or any(not (x >= 0.0 and math.isfinite(x)) for p in w for x in p):
             raise ValueError(f"need {m} pairs of finite weights >= 0")
@@ -199,20 +232,20 @@ class Problem:
 
     def step_blocks(self, r: int) -> StepBlocks | None:
         """The independent blocks of the first ``r`` rows of :meth:`linearise`'s residual
-        (the effectors' six rows each, then the poles', then a posture's one per column)
-        and the columns that are not held (:class:`~.blocks.StepBlocks`), or None; kept
-        per model (every problem of a search shares them)."""
+        (the effectors' six rows each, then the poles', then a posture's one per free
+        column) and of its Jacobian's columns (:attr:`cols`) (:class:`~.blocks.StepBlocks`),
+        or None; kept per model (every problem of a search shares them)."""
         posture = self.rows.posture is not None
         poled = () if self.poles is None else tuple(int(e) for e in self.poles.effectors)
         key = (r, poled, posture)
         cache = _BLOCKS.setdefault(self.model, {})
         if key not in cache:
-            model, m = self.model, len(self.model.effectors)
-            supports = [model.paths[e] for e in range(m) for _ in range(6)]
-            supports += [model.paths[e] for e in poled]
+            model, m, c = self.model, len(self.model.effectors), self.cols
+            supports = [model.paths[e, c] for e in range(m) for _ in range(6)]
+            supports += [model.paths[e, c] for e in poled]
             if posture:
-                supports += list(np.eye(model.n, dtype=bool))
-            cache[key] = StepBlocks.of(supports[:r], ~model.held)
+                supports += list(np.eye(c.size, dtype=bool))
+            cache[key] = StepBlocks.of(supports[:r], np.ones(c.size, dtype=bool))
         return cache[key]
 
     @property
@@ -249,14 +282,18 @@ class Problem:
         return q
 
     def linearise(self, q: Array, rows: Rows, jacobian: bool = True) -> Linearised:
-        """The residual (and, with ``jacobian``, its Jacobian) at coordinates ``q``
-        (n, k) against ``rows`` (the problems' targets, gathered by the caller)."""
+        """The residual (and, with ``jacobian``, its Jacobian, of the free columns
+        :attr:`cols`) at coordinates ``q`` (n, k) against ``rows`` (the problems' targets,
+        gathered by the caller; ``q``'s held columns hold their values, which
+        ``rows.base`` folds)."""
         model = self.model
         m = len(model.effectors)
+        c = self.cols.size
         if jacobian:
-            rot, pos, jac = model.pose_jacobian_t(q)
+            rot, pos, jac = model.pose_jacobian_t(q, rows.base,
+                                                  None if self.all_free else self.cols)
         else:
-            (rot, pos), jac = model.pose_t(q), None
+            (rot, pos), jac = model.pose_t(q, rows.base), None
         dp = rows.pos - pos[:m]  # (m, 3, k)
         err = np.einsum("milk,mjlk->ijmk", rows.rot, rot[:m])  # R_t R^T, (3, 3, m, k)
         dr = rotvec(err).transpose(1, 0, 2)  # (m, 3, k)
@@ -266,7 +303,7 @@ class Problem:
         e = np.concatenate((dp, dr), axis=1).reshape(6 * m, k) * self.row_w[:, None]
         wjac = None
         if jac is not None:
-            wjac = jac[:m].reshape(6 * m, model.n, k) * self.row_w[:, None, None]
+            wjac = jac[:m].reshape(6 * m, c, k) * self.row_w[:, None, None]
         po = np.zeros((0, k))
         if self.poles is not None and rows.pole is not None:
             pe_rows, pj_rows, po = self.poles.rows(model, rows.pos, rows.pole, pos, jac,
@@ -277,10 +314,10 @@ class Problem:
                 assert pj_rows is not None
                 wjac = np.concatenate((wjac, pj_rows * share))
         if rows.posture is not None:  # light rows (posture - q) over the column scales
-            w = LIGHT_SHARE / self.col_scale
-            e = np.concatenate((e, (rows.posture - q) * w[:, None]))
+            w = LIGHT_SHARE / self.col_scale[self.cols]
+            e = np.concatenate((e, (rows.posture - q)[self.cols] * w[:, None]))
             if wjac is not None:
-                eye = np.broadcast_to(np.diag(w)[:, :, None], (model.n, model.n, k))
+                eye = np.broadcast_to(np.diag(w)[:, :, None], (c, c, k))
                 wjac = np.concatenate((wjac, eye))
         return Linearised(e, pe, re, po, wjac)
 
@@ -318,7 +355,7 @@ class Problem:
         """The same problems' targets alone: no poles, no posture."""
         out = copy.copy(self)
         out.light, out.poles = False, None
-        out.rows = Rows(self.rows.rot, self.rows.pos, None)
+        out.rows = Rows(self.rows.rot, self.rows.pos, None, None, self.rows.base)
         return out
 
     def with_posture(self, posture: Array) -> Problem:
@@ -330,7 +367,8 @@ class Problem:
         out.light = True
         out.poles = None
         out.rows = Rows(self.rows.rot, self.rows.pos, None,
-                        np.ascontiguousarray(np.asarray(posture, dtype=float).T))
+                        np.ascontiguousarray(np.asarray(posture, dtype=float).T),
+                        self.rows.base)
         return out
 
     def targets_met(self, lin: Linearised) -> BoolArray:

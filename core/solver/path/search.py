@@ -178,7 +178,7 @@ class Search:
         assert lin.jac is not None
         counted = np.ones(len(lin.jac), dtype=bool)  # poles' rows count
         counted[: len(pr.row_w)] = pr.row_w > 0  # a weight of 0 leaves its rows out
-        jw = (lin.jac * pr.col_scale[None, :, None])[counted][:, solved]
+        jw = (lin.jac * pr.col_scale[pr.cols][None, :, None])[counted]  # pr.cols: solved
         score = np.full(self.model.n, -1.0)
         for k, c in enumerate(solved):
             rest = np.delete(jw, k, axis=1)
