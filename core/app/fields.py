@@ -51,6 +51,8 @@ def object(value: Any, source: str, path: str, what: str = "an object") -> Mappi
 
 def number(value: Any, source: str, path: str) -> float:
     """A finite JSON number (booleans are not numbers) as a float."""
+    if type(value) is float and math.isfinite(value):  # most of them: at once
+        return value
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
         fail(source, path, f"must be a number, got {show(value)}")
     try:
@@ -93,7 +95,8 @@ def number_list(value: Any, n: int, source: str, path: str, shape: str) -> tuple
     """``n`` finite numbers; ``shape`` describes the expected value in messages."""
     if not is_array(value) or len(value) != n:
         fail(source, path, f"must be {shape}, got {show(value)}")
-    return tuple(number(x, source, f"{path}[{i}]") for i, x in enumerate(value))
+    return tuple(x if type(x) is float and math.isfinite(x)  # most: no message built
+                 else number(x, source, f"{path}[{i}]") for i, x in enumerate(value))
 
 
 def vec3(value: Any, source: str, path: str) -> Vec3:
