@@ -46,7 +46,7 @@ from .bake_keys import (
     write_new,
 )
 from .bake_marks import replace_markers, write_error_curves
-from .bake_rig import BakeRig
+from .bake_rig import BakeRig, channels_still
 from .joint_map import JointMap
 from .props import DHIK_PG_settings, settings
 from .rig_checks import FrameCheck, check_nla, nla_in_use
@@ -210,6 +210,7 @@ class Preparation:
         self.rig, self.start, self.end = rig, start, end
         self.settings = s
         self.driven: list[tuple[int, dict[str, Any]]] = []
+        self._still: dict[str, dict[str, Any]] | None = None  # channels_still: read once
         # what the model cannot follow, frame by frame (rig_checks): scale, location,
         # hinge turns above the chains, the armature's world matrix
         self.check = FrameCheck(rig.armature, rig.skeleton.defn, rig.maps, rig.names,
@@ -220,7 +221,12 @@ class Preparation:
     def _each_frame(self, frame: int) -> None:
         self.check(frame)
         if self.rig.driven_names:  # the unsolved bones' own animation
-            self.driven.append((frame, self.rig.driven_values()))
+            values = self._still
+            if values is None:
+                values = self.rig.driven_values()
+                if channels_still(self.rig.armature):  # read once (per read() call)
+                    self._still = values
+            self.driven.append((frame, dict(values)))
 
     @property
     def done(self) -> int:
@@ -236,6 +242,7 @@ class Preparation:
 
     def read(self, count: int) -> None:
         """Read the targets (and driven bones) of the next ``count`` frames."""
+        self._still = None  # between two reads the rig may have been posed
         self.reader.read(count)
         self.check.flush(self.reader.scene)
 

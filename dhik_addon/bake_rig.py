@@ -40,6 +40,24 @@ from .safety import check_applied_scale, require_in_scene
 from .targets import joint_frame_track
 
 
+def channels_still(ob: bpy.types.Object) -> bool:
+    """Whether nothing changes ``ob``'s pose channels from frame to frame: no action,
+    NLA track or driver on it, and no frame-change or depsgraph handler but dhik's own
+    (a script's may pose it; dhik's do nothing inside a bake's frame loop,
+    ``frames.PAUSED``). A bake then reads its driven bones once, not on every frame."""
+    ad = ob.animation_data
+    if ad is not None and (ad.action is not None or len(ad.nla_tracks) or len(ad.drivers)):
+        return False
+    h = bpy.app.handlers
+    return all(getattr(fn, "__module__", "").startswith(_PACKAGE)
+               for handlers in (h.frame_change_pre, h.frame_change_post,
+                                h.depsgraph_update_pre, h.depsgraph_update_post)
+               for fn in handlers)
+
+
+_PACKAGE = __name__.rpartition(".")[0] + "."  # this add-on's modules
+
+
 @dataclass
 class BakeRig:
     """What a bake (and the live preview) reads from ``scene.dhik`` before any frame: the

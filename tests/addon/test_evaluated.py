@@ -406,6 +406,25 @@ def test_driven_hips_carry_the_legs():
     _on_target(ob, _legs_on_moving_hips(ob))
 
 
+def test_hips_posed_by_a_frame_change_handler_carry_the_legs():
+    """A script's frame-change handler moves the hips (no action, NLA track or driver
+    on the rig): the driven bones are read every frame, not once for a rig nothing
+    animates, so Blender shows the feet on target."""
+    ob = build_biped()
+    hips = ob.pose.bones["hips"]
+    rest = hips.location.copy()
+
+    def move_hips(scene: bpy.types.Scene, _depsgraph: object = None) -> None:
+        hips.location = rest + world_to_bone(hips, (0.01 * scene.frame_current, 0.0,
+                                                    -0.01 * scene.frame_current))
+
+    bpy.app.handlers.frame_change_pre.append(move_hips)
+    try:
+        _on_target(ob, _legs_on_moving_hips(ob))
+    finally:
+        bpy.app.handlers.frame_change_pre.remove(move_hips)
+
+
 def test_replace_over_an_nla_strip_holds_the_channels_the_strip_animates():
     """The active action replaces an NLA strip that moves the upper arm's (locked)
     location: the bake keys the solved bones' other channels at rest, so the strip
