@@ -32,6 +32,7 @@ values live on its channels.
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 from typing import Any
 
@@ -392,8 +393,7 @@ def joint_maps(ob: bpy.types.Object, defn: SkeletonDef) -> dict[str, JointMap]:
             raise DhikError.at(f"armature {ob.name!r}", f"bones[{j.name!r}]",
                                "is missing: the skeleton has a moving joint of that name")
         bone = arm.bones[name]
-        head = np.array(bone.head_local, dtype=float)
-        gap = float(np.linalg.norm(head - frames[j.name].position))
+        gap = math.dist(bone.head_local, frames[j.name].position)
         if gap > REST_TOLERANCE:
             raise DhikError.at(
                 f"armature {ob.name!r}", f"bones[{name!r}]",
@@ -408,8 +408,10 @@ def joint_maps(ob: bpy.types.Object, defn: SkeletonDef) -> dict[str, JointMap]:
             slides.setdefault(name, []).append(j.name)
     for names in slides.values():  # location -> displacements: pseudo-inverse of the axes
         columns = np.column_stack([maps[n].bone_axis() for n in names])
-        # a bone's own .tx/.ty/.tz: orthonormal axes, whose pseudo-inverse is their transpose
-        unit = np.abs(columns.T @ columns - np.eye(len(names))).max() < 1e-12
-        for n, row in zip(names, columns.T if unit else np.linalg.pinv(columns), strict=True):
+        # a bone's own .tx/.ty/.tz: three independent axes, whose pseudo-inverse is the
+        # inverse (orthonormal but for the rest matrices' float32 rounding)
+        square = columns.shape == (3, 3) and abs(np.linalg.det(columns)) > 1e-6
+        inverse = np.linalg.inv(columns) if square else np.linalg.pinv(columns)
+        for n, row in zip(names, inverse, strict=True):
             maps[n] = replace(maps[n], read_axis=row)
     return maps
