@@ -40,9 +40,9 @@ from .skeleton import Skeleton
 
 Array = NDArray[np.float64]
 
-# FK runs batch-first up to _FEW_ROWS rows (numpy's per-call cost dominates), batch-last
-# beyond (fewer passes over smaller arrays); _CHUNK: floats in a Jacobian's temporary
-_FEW_ROWS, _CHUNK = 32, 2**14
+# FK runs batch-first up to a plan's ``few_rows`` rows (numpy's per-call cost dominates),
+# batch-last beyond (fewer passes over smaller arrays); floats in a Jacobian's temporary
+_CHUNK = 2**14
 
 
 class BatchedModel:
@@ -200,6 +200,11 @@ class BatchedModel:
         starts = self.rotvec_starts
         self._moving_rotvecs = starts[~np.isin(starts, self._prefix_cols)]
 
+    @property
+    def few_rows(self) -> int:
+        """Up to this many rows the FK runs batch first (without a base)."""
+        return self._plan.few_rows
+
     @cached_property
     def _plan(self) -> RowsPlan:
         """The tables of :func:`~.fk_rows.forward_rows`, :meth:`recentre`, :meth:`nearest`."""
@@ -225,7 +230,7 @@ class BatchedModel:
         folds nothing."""
         if not self.anchors:
             return None
-        if q.shape[1] <= _FEW_ROWS:
+        if q.shape[1] <= self._anchor_plan.few_rows:
             rot, pos, _, _ = forward_rows(self._anchor_plan, q, False)
         else:
             rot, pos, _, _ = self._forward(q, False, outputs=self.anchors)
@@ -244,9 +249,9 @@ class BatchedModel:
         (:meth:`prefix_t`), the held prefix folded (its columns' axes and origins zero);
         ``outputs``: other steps than the effectors' and points'."""
         fold = base is not None and bool(self.anchors)
-        if q.shape[1] <= _FEW_ROWS and outputs is None:
-            return forward_rows(self._folded_plan if fold else self._plan, q, columns,
-                                base if fold else None)
+        plan = self._folded_plan if fold else self._plan
+        if q.shape[1] <= plan.few_rows and outputs is None:
+            return forward_rows(plan, q, columns, base if fold else None)
         return forward_columns(self, q, columns, base if fold else None,
                                self._eff if outputs is None else outputs)
 

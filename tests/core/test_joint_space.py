@@ -13,7 +13,6 @@ import fixtures
 import numpy as np
 import pytest
 from dhik.app.formats import load_skeleton, parse_skeleton
-from dhik.model import joint_space
 from dhik.model.charts import RECENTRE
 from dhik.model.compiled import CompiledKinematics
 from dhik.model.joint_space import BatchedModel
@@ -116,13 +115,13 @@ def test_point_jacobians_are_the_joint_position_derivatives() -> None:
 
 @pytest.mark.parametrize("seed", [0, 1])
 def test_few_rows_and_many_rows_agree(seed: int) -> None:
-    """FK runs batch-first for a few rows and batch-last for many (``_FEW_ROWS``): the
+    """FK runs batch-first for a few rows and batch-last for many (``few_rows``): the
     same rotations, positions and Jacobians (effectors and points) and reach balls either
     way, to rounding, on a tree of every joint type."""
     rng = np.random.default_rng(seed)
     defn, effs = random_tree(rng)
     model = BatchedModel(defn, effs, points=BatchedModel(defn, effs).joint_names[2:4])
-    many = joint_space._FEW_ROWS + 9
+    many = model.few_rows + 9
     q = np.ascontiguousarray(sample_coordinates(model, rng, many).T)
     whole = [*model.pose_jacobian_t(q), *model.pose_t(q), model.reach_t(q)[0]]
     for b in range(0, many, 4):
@@ -377,7 +376,7 @@ def test_the_held_prefix_folded_gives_the_same_poses_and_jacobians(
     if lengths == (4, 2):
         assert model.held[model.names.index("J6.x")] and "J6" not in {
             model.names[c].split(".")[0] for c in prefix}
-    for rows in (3, joint_space._FEW_ROWS + 9):
+    for rows in (3, max(model.few_rows, model._folded_plan.few_rows) + 9):
         q = np.ascontiguousarray(sample_coordinates(model, rng, rows).T)
         base = model.prefix_t(q)
         rot, pos, jac = model.pose_jacobian_t(q)
