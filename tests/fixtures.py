@@ -240,3 +240,23 @@ def boxed_angles(quat: np.ndarray, box: list[Any]) -> bool:
         if ok:
             return True
     return False
+
+
+# two legs of three joints under a body (a ball, the legs' balls, a limited ball and a
+# limited hinge as knees): chain length 3 holds the body above two independent limbs
+TWO_LEGS = {
+    "root_name": "body",
+    "joints": [
+        {"name": "body", "type": "spherical", "parent": None, "offset": [0, 0, 1]},
+        {"name": "hipL", "type": "spherical", "parent": "body", "offset": [0.2, 0, 0]},
+        {"name": "kneeL", "type": "spherical", "parent": "hipL", "offset": [0, 0, -0.4],
+         "limits": [[-2, 2], [-0.3, 0.3], [-1, 1]]},
+        {"name": "footL", "type": "spherical", "parent": "kneeL", "offset": [0, 0, -0.4]},
+        {"name": "toeL", "type": "fixed", "parent": "footL", "offset": [0, 0.1, 0]},
+        {"name": "hipR", "type": "spherical", "parent": "body", "offset": [-0.2, 0, 0]},
+        {"name": "kneeR", "type": "revolute", "parent": "hipR", "offset": [0, 0, -0.4],
+         "axis": [1, 0, 0], "limits": [0, 2.5]},
+        {"name": "footR", "type": "spherical", "parent": "kneeR", "offset": [0, 0, -0.4]},
+        {"name": "toeR", "type": "fixed", "parent": "footR", "offset": [0, 0.1, 0]},
+    ],
+}

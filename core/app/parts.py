@@ -7,6 +7,7 @@ Targets are world 4x4 matrices (metres); coordinates rad and m.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -44,27 +45,45 @@ class Part:
                  effectors: list[int], whole: BatchedModel,
                  previous: Mapping[str, Mapping[str, Any]] | None,
                  following: Mapping[str, Mapping[str, Any]] | None) -> None:  # fmt: skip
-        names = [tracks[e].name for e in effectors]
-        lengths = [tracks[e].chain_length for e in effectors]
-        model = BatchedModel(skeleton.defn, names, lengths)
+        self._defn = skeleton.defn
+        self._names = [tracks[e].name for e in effectors]
+        self._lengths = [tracks[e].chain_length for e in effectors]
         self.poled = [k for k, e in enumerate(effectors) if tracks[e].pole]
-        if self.poled:
-            model = BatchedModel(skeleton.defn, names, lengths,
-                                 points=pole_points(model.chains, self.poled))
         self.angles = [tracks[effectors[k]].pole_angle for k in self.poled]
-        self.model, self.effectors = model, effectors
-        index = {name: i for i, name in enumerate(whole.names)}
-        self.columns = [index[name] for name in model.names]
-        self.before = model.coordinates(previous) if previous else None
-        self.after = model.coordinates(following) if following else None
+        self.effectors = effectors
+        # the part's joints are its effectors' paths, in the whole's (file) order
+        on_path = whole.paths[effectors].any(axis=0)
+        self.columns = [int(c) for c in np.flatnonzero(on_path)]
+        self._solved = int(np.count_nonzero(on_path & ~whole.held))
+        self._around = previous, following
         self.last: NDArray[np.float64] | None = None
+
+    @functools.cached_property
+    def model(self) -> BatchedModel:
+        """The part's joint space, built when the part is solved on its own (not when
+        the parts' cheap pass runs together in the whole's)."""
+        model = BatchedModel(self._defn, self._names, self._lengths)
+        if self.poled:
+            model = BatchedModel(self._defn, self._names, self._lengths,
+                                 points=pole_points(model.chains, self.poled))
+        return model
+
+    @property
+    def before(self) -> NDArray[np.float64] | None:
+        previous = self._around[0]
+        return self.model.coordinates(previous) if previous else None
+
+    @property
+    def after(self) -> NDArray[np.float64] | None:
+        following = self._around[1]
+        return self.model.coordinates(following) if following else None
 
     def redundancy(self, weights: Sequence[tuple[float, float]]) -> int:
         """Solved columns beyond the counted error rows (3 per position and orientation
         with a weight above 0, one per pole; ``weights`` the part's effectors'): the
         dimension of its self-motion."""
         rows = sum(3 * (wp > 0) + 3 * (wr > 0) for wp, wr in weights) + len(self.poled)
-        return int(np.count_nonzero(~self.model.held)) - rows
+        return self._solved - rows
 
     def poles(self, frames: Sequence[Any]) -> PoleSet | None:
         """The part's poles on ``frames`` (``FrameTargets.poles``), or None."""

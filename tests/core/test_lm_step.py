@@ -15,6 +15,7 @@ from dhik.solver.lm import PoleSet, Problem, levenberg_marquardt, pole_points
 from dhik.solver.lm.blocks import StepBlocks
 from dhik.solver.lm.step import bounded_step, damped
 from dhik.solver.settings import SolverSettings
+from fixtures import TWO_LEGS
 
 
 @pytest.mark.parametrize("seed", range(6))
@@ -67,22 +68,6 @@ def test_one_block_without_held_columns_is_not_split() -> None:
     assert StepBlocks.of(full, np.array([True, True, True, False])) is not None
 
 
-TWO_LEGS = {
-    "root_name": "body",
-    "joints": [
-        {"name": "body", "type": "spherical", "parent": None, "offset": [0, 0, 1]},
-        {"name": "hipL", "type": "spherical", "parent": "body", "offset": [0.2, 0, 0]},
-        {"name": "kneeL", "type": "spherical", "parent": "hipL", "offset": [0, 0, -0.4],
-         "limits": [[-2, 2], [-0.3, 0.3], [-1, 1]]},
-        {"name": "footL", "type": "spherical", "parent": "kneeL", "offset": [0, 0, -0.4]},
-        {"name": "toeL", "type": "fixed", "parent": "footL", "offset": [0, 0.1, 0]},
-        {"name": "hipR", "type": "spherical", "parent": "body", "offset": [-0.2, 0, 0]},
-        {"name": "kneeR", "type": "revolute", "parent": "hipR", "offset": [0, 0, -0.4],
-         "axis": [1, 0, 0], "limits": [0, 2.5]},
-        {"name": "footR", "type": "spherical", "parent": "kneeR", "offset": [0, 0, -0.4]},
-        {"name": "toeR", "type": "fixed", "parent": "footR", "offset": [0, 0.1, 0]},
-    ],
-}
 
 
 def test_two_legs_under_a_held_body_solve_as_without_blocks(monkeypatch) -> None:
