@@ -262,22 +262,20 @@ def _put_driven(rows: NDArray[np.float64], frames: Sequence[Any], solved: frozen
     for name, kind in zip(fixed, kinds, strict=True):
         offset[name] = (kind, col)
         col += AnimationColumns.WIDTH[kind]
-    cache: dict[int, list[tuple[int, list[float]]]] = {}  # frames share their mapping
-    for row, frame in zip(rows, frames, strict=True):
+    # frames share their mapping (a still body: one for all): each mapping's rows at once
+    groups: dict[int, tuple[Mapping[str, Any], list[int]]] = {}
+    for i, frame in enumerate(frames):
         given = getattr(frame, "driven", None)
-        if not given:
-            continue
-        put = cache.get(id(given))
-        if put is None:
-            put = []
-            for name, entry in given.items():
-                if name in solved or name not in offset:
-                    continue
-                kind, at = offset[name]
-                put.append((at, _entry_values(kind, entry)))
-            cache[id(given)] = put
-        for at, vals in put:
-            row[at:at + len(vals)] = vals
+        if given:
+            groups.setdefault(id(given), (given, []))[1].append(i)
+    for given, at_rows in groups.values():
+        sel = np.array(at_rows)
+        for name, entry in given.items():
+            if name in solved or name not in offset:
+                continue
+            kind, at = offset[name]
+            vals = _entry_values(kind, entry)
+            rows[sel, at:at + len(vals)] = vals
 
 
 def _robust_blocks(

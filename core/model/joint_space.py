@@ -261,13 +261,14 @@ class BatchedModel:
         rot, pos, _, _ = self._forward(q, False, base)
         return rot, pos
 
-    def reach_t(self, q: Array) -> tuple[Array, Array]:
+    def reach_t(self, q: Array, base: Array | None = None) -> tuple[Array, Array]:
         """Per effector a ball its effector cannot leave whatever the solved columns do:
         the centre (m, 3, k) (world, m: the first solved joint on its path, placed by
         ``q``'s held columns, which are all that move it) and the radius (m,) (m: the
         lengths from there to the effector, plus each solved slider's farthest limit;
-        inf with an unlimited slider or no solved joint)."""
-        _, _, _, origins = self._forward(q, True)
+        inf with an unlimited slider or no solved joint). ``base``: :meth:`prefix_t` of
+        ``q``'s held values (or None)."""
+        _, _, _, origins = self._forward(q, True, base)
         assert origins is not None
         k = q.shape[1]
         centre = np.zeros((len(self.effectors), 3, k))
@@ -403,9 +404,21 @@ class BatchedModel:
         out: dict[str, tuple[str, Array]] = {}
         for name, c, kind in self._one_dof:
             out[name] = ("prismatic" if kind == PRISMATIC else "revolute", q[:, c])
-        for name, c, rv in self._spherical:
-            quat = chart_quats(q[:, c:c + 3], rv)
-            out[name] = ("spherical", np.column_stack([quat_to_euler_xyz_rows(quat), quat]))
+        if not self._spherical:
+            return out
+        k = len(q)
+        quats = np.empty((len(self._spherical), k, 4))
+        for rv in (True, False):  # every joint of a chart at once
+            at = [j for j, (_, _, r) in enumerate(self._spherical) if r == rv]
+            if at:
+                cols = np.array([self._spherical[j][1] for j in at])[:, None] + np.arange(3)
+                # joint-major rows (J k, 3), contiguous: the numbers of one row at a time
+                v = np.ascontiguousarray(q[:, cols].transpose(1, 0, 2)).reshape(-1, 3)
+                quats[at] = chart_quats(v, rv).reshape(len(at), k, 4)
+        flat = quats.reshape(-1, 4)
+        rows = np.concatenate((quat_to_euler_xyz_rows(flat), flat), axis=1).reshape(-1, k, 7)
+        for j, (name, _, _) in enumerate(self._spherical):
+            out[name] = ("spherical", rows[j])
         return out
 
     def coordinates(self, values: Mapping[str, Mapping[str, Any]]) -> Array:

@@ -159,9 +159,10 @@ class BatchedKinematics(Protocol):
         columns where only held columns above the solved ones are."""
         ...
 
-    def reach_t(self, q: Array) -> tuple[Array, Array]:
+    def reach_t(self, q: Array, base: Array | None = None) -> tuple[Array, Array]:
         """Per effector the centre (m, 3, k) (world) and radius (m,) of a ball it cannot
-        leave whatever the solved columns do (held columns from ``q`` (n, k))."""
+        leave whatever the solved columns do (held columns from ``q`` (n, k); ``base``:
+        ``prefix_t`` of them)."""
         ...
 
     def recentre(self, q: Array) -> Array:

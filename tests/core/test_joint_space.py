@@ -352,8 +352,8 @@ def test_chain_lengths_hold_the_joints_the_compiled_model_drives(length: int) ->
 def test_the_held_prefix_folded_gives_the_same_poses_and_jacobians(
         lengths: tuple[int, int]) -> None:  # fmt: skip
     """A problem computes the frames its held columns alone place once (``prefix_t``)
-    and every FK starts there (``base``): the same rotations, positions and Jacobians
-    (zero in the prefix's columns, which no solve moves) on a few rows and on many, on
+    and every FK starts there (``base``): the same rotations, positions, Jacobians (zero
+    in the prefix's columns, which no solve moves) and reach balls on a few rows and on many, on
     trees of every joint type whose chain lengths hold a spine above the chains (and a
     point, ``J2``, inside it where it is held; (4, 2) holds ``J6`` below the solved
     ``J2``, outside the prefix)."""
@@ -381,6 +381,7 @@ def test_the_held_prefix_folded_gives_the_same_poses_and_jacobians(
         base = model.prefix_t(q)
         rot, pos, jac = model.pose_jacobian_t(q)
         jac[:, :, prefix] = 0.0
-        for got, want in zip([*model.pose_jacobian_t(q, base), *model.pose_t(q, base)],
-                             [rot, pos, jac, rot, pos], strict=True):
+        for got, want in zip([*model.pose_jacobian_t(q, base), *model.pose_t(q, base),
+                              *model.reach_t(q, base)],
+                             [rot, pos, jac, rot, pos, *model.reach_t(q)], strict=True):
             np.testing.assert_allclose(got, want, rtol=0, atol=1e-12)

@@ -266,7 +266,7 @@ class Problem:
             q = np.zeros((self.model.n, self.count))
             if self.held is not None:
                 q[self.held_cols] = self.held
-            centre, radius = self.model.reach_t(q)  # (m, 3, B), (m,)
+            centre, radius = self.model.reach_t(q, self.rows.base)  # (m, 3, B), (m,)
             dist = np.sqrt(np.einsum("mik,mik->mk", self.rows.pos - centre,
                                      self.rows.pos - centre))
             far = dist > radius[:, None] + self.settings.position_tolerance
