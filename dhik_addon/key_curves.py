@@ -119,9 +119,15 @@ def continuous_quaternions(q: Array, start: ArrayLike | None = None) -> Array:
     out = np.array(q, dtype=float)
     if start is not None and len(out) and float(out[0] @ np.asarray(start, dtype=float)) < 0:
         out[0] = -out[0]
-    for i in range(1, len(out)):
-        if float(out[i] @ out[i - 1]) < 0.0:
-            out[i] = -out[i]
+    if len(out) < 2:
+        return out
+    # each row's sign is the one before's, turned where its dot with the row before is
+    # negative: a running product, restarted at +1 where the dot is exactly zero
+    dots = np.einsum("ij,ij->i", out[1:], out[:-1])
+    sign = np.cumprod(np.where(dots < 0.0, -1.0, 1.0))
+    for r in np.flatnonzero(dots == 0.0):  # (rare) that row keeps its own sign
+        sign[r:] *= sign[r]
+    out[1:] *= sign[:, None]
     return out
 
 
@@ -244,7 +250,10 @@ def max_key_error(kind: str, frames: Array, values: Array, kept: Sequence[int]) 
     if len(frames) == 0:
         return 0.0
     idx = list(kept)
-    curve = linear(frames[idx], as_stored(values[idx]), frames)
+    if len(idx) == len(frames):  # a key on every frame: the curve is the keys themselves
+        curve = as_stored(values)
+    else:
+        curve = linear(frames[idx], as_stored(values[idx]), frames)
     return float(channel_errors(kind, curve, values).max())
 
 

@@ -90,6 +90,36 @@ def test_quaternion_signs_and_axis_angle():
     assert np.abs(np.diff(aa, axis=0)).max() < 0.5  # continuous axis and angle
 
 
+def _continued_row_by_row(q: np.ndarray, start: np.ndarray | None) -> np.ndarray:
+    """The definition: each quaternion turned where its dot with the one before (as
+    turned) is negative; the first against ``start``."""
+    out = np.array(q, dtype=float)
+    if start is not None and len(out) and out[0] @ start < 0:
+        out[0] = -out[0]
+    for i in range(1, len(out)):
+        if out[i] @ out[i - 1] < 0.0:
+            out[i] = -out[i]
+    return out
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_continuous_quaternions_turn_the_signs_as_row_by_row(seed):
+    """The running sign product gives the row-by-row definition's quaternions exactly:
+    random signs, a quaternion's opposite next to it, and an exact right angle (a zero
+    dot, where a row keeps its own sign), with and without a start."""
+    rng = np.random.default_rng(seed)
+    for n in (0, 1, 2, 9, 40):
+        q = rng.normal(size=(n, 4))
+        q /= np.linalg.norm(q, axis=1, keepdims=True)
+        if n > 7:
+            q[4] = -q[3]
+            q[5], q[6] = (0.0, 1.0, 0.0, 0.0), (1.0, 0.0, 0.0, 0.0)  # a zero dot
+            q[7] = (-1.0, 0.0, 0.0, 0.0)
+        for start in (None, rng.normal(size=4)):
+            got = kc.continuous_quaternions(q, start)
+            np.testing.assert_array_equal(got, _continued_row_by_row(q, start))
+
+
 def test_errors_are_rotation_angles_and_distances():
     rng = np.random.default_rng(3)
     a = Rotation.random(20, random_state=4)
