@@ -45,7 +45,7 @@ def test_a_drifting_cheap_pass_is_tried_denser_before_the_search(
     model, targets, held = clip
     opts = RobustOptions()
     search = Search(model, targets, WEIGHTS, SETTINGS, opts, held)
-    assert cheap._cheap_once(search, opts.stride, opts.coarse_motion, None, None) is None
+    assert cheap._cheap_once(search, opts.stride, opts.coarse_motion, None, None, False) is None
     out = plan.cheap_path(model, targets, WEIGHTS, SETTINGS, opts, held=held)
     assert out is not None
     assert out.converged.all() and not out.jumps
@@ -56,3 +56,31 @@ def test_a_drifting_cheap_pass_is_tried_denser_before_the_search(
     solved = ~model.held
     largest = frame_steps(model, ladder.q, solved).max()
     assert frame_steps(model, out.q, solved).max() <= 1.2 * largest
+
+
+@pytest.mark.parametrize("lengths, at_once", [((3, 3), True), ((0, 3), False)])
+def test_limbs_apart_try_their_coarse_frames_at_once_first(
+        lengths: tuple[int, int], at_once: bool,
+        monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    """Two legs under a held body (no solved joint shared) try their coarse frames all at
+    once first, twice as far apart as the search's; with the body solved for one leg
+    (moved by both effectors) the tries are chained at the search's spacing, then
+    twice as dense, as before."""
+    from fixtures import TWO_LEGS
+
+    model = BatchedModel(parse_skeleton(TWO_LEGS), ["toeL", "toeR"], list(lengths))
+    rng = np.random.default_rng(4)
+    q = np.clip(np.cumsum(rng.normal(scale=0.01, size=(40, model.n)), axis=0), model.lo,
+                model.hi)
+    opts = RobustOptions()
+    tries: list[tuple[int, float, bool]] = []
+    monkeypatch.setattr(cheap, "_cheap_once",
+                        lambda search, every, motion, first, last, now:
+                        tries.append((every, motion, now)))
+    search = Search(model, model.transforms(q), None, SETTINGS, opts, np.zeros_like(q))
+    assert cheap.cheap_pass(search, opts.stride, opts.coarse_motion) is None
+    chained = [(opts.stride, opts.coarse_motion, False),
+               (opts.stride // 2, opts.coarse_motion / 2, False)]
+    sparse = opts.coarse_motion * cheap.SPARSER
+    assert tries == ([(opts.stride, sparse, True), (opts.stride, sparse, False), *chained]
+                     if at_once else chained)

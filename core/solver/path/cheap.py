@@ -3,10 +3,13 @@ filled, and the answer kept only where it is plainly continuous. Frames no searc
 can reach (beyond the chain's reach, or any frame of a chain with fewer solved columns
 than counted error rows) are approached as closely as the LM gets, not searched.
 
-Coarse frames (``Search.coarse_frames``) are solved in order, each from the one before
-(extrapolated) and pulled toward it (least motion), the first cold (``lm.solve_many``)
-or from the given start; every frame between two coarse frames then starts from the
-straight line between them and is pulled toward it (one batch for the whole clip).
+Coarse frames (``Search.coarse_frames``) are solved after the first (cold,
+``lm.solve_many``, or the given start): on the first try all at once from the first,
+pulled toward it (the solutions nearest it: where a limb has no branch in between, one
+continuous family, for one batched LM call), on the later ones in order, each from the
+one before (extrapolated) and pulled toward it (least motion); every frame between two
+coarse frames then starts from the straight line between them and is pulled toward it
+(one batch for the whole clip).
 Where one track follows one continuous family of solutions (a ball-joint limb solved
 from rest, a chain without redundancy away from its singularities), this is the whole
 answer at a few LM rows a frame. (``plan.solve_path`` does not try it on a self-motion
@@ -33,8 +36,8 @@ from .search import PathResult, Search, frame_steps, jump_frames
 Array = NDArray[np.float64]
 
 SPIKE = 2.0  # the largest step over the upper quartile of the steps, at most (see above)
-SPARSER = 2.0  # the first try's coarse frames: this many times the search's motion apart
-DENSER = 2  # tries more, each with coarse frames twice as dense, before the search
+SPARSER = 2.0  # limbs apart: the first tries' coarse frames this many times farther apart
+DENSER = 1  # chained tries more, each with coarse frames twice as dense, before the search
 
 
 def cheap_pass(search: Search, stride: int, coarse_motion: float,
@@ -42,32 +45,41 @@ def cheap_pass(search: Search, stride: int, coarse_motion: float,
                ) -> PathResult | None:  # fmt: skip
     """The cheap pass over ``search``'s frames (module docstring), or None where it is
     not the answer; ``first`` / ``last`` (n,): solutions the path must start / end at
-    (rad, m). Its coarse frames are first ``SPARSER`` times ``coarse_motion`` of target
-    motion apart (fewer frames chained one at a time; a smooth limb's fill meets them
-    from the straight line between: the quadruped's and the human's four limbs, 0.87x
-    the time with the search's spacing); where that is not the answer, it is tried
-    again with coarse frames twice as dense, then twice again (a coarse frame the track
-    reached far along the self-motion makes the frames before it fast: shorter legs
-    drift less), still far cheaper than the search."""
-    coarse_motion *= SPARSER
-    for _ in range(1 + DENSER):
-        out = _cheap_once(search, stride, coarse_motion, first, last)
+    (rad, m). Limbs that share no solved joint (four legs under a held body, an arm
+    below its spine) get coarse frames ``SPARSER`` times ``coarse_motion`` of target
+    motion apart, first solved all at once (module docstring; the quadruped's and the
+    human's four limbs: 0.7x the time of chaining them); joints shared by several
+    effectors (two hands on a solved spine) are chained at ``coarse_motion`` from the
+    start (at once, the spine's share of the motion can turn fast between coarse
+    frames: bench/self_motion.py's two hands on a spine, 3 flip frames). Where a try is
+    not the answer, the next: chained, then with coarse frames twice as dense (a coarse
+    frame the track reached far along the self-motion makes the frames before it fast:
+    shorter legs drift less), still far cheaper than the search."""
+    model = search.model
+    moved_by = (model.paths[:len(model.effectors)] & ~model.held[None, :]).sum(axis=0)
+    # (stride, coarse motion, at once) per try
+    tries = [(max(stride >> i, 1), coarse_motion / 2**i, False) for i in range(1 + DENSER)]
+    if moved_by.max(initial=0) <= 1:  # limbs that share no solved joint
+        sparse = coarse_motion * SPARSER
+        tries = [(stride, sparse, True), (stride, sparse, False), *tries]
+    for every, motion, at_once in tries:
+        out = _cheap_once(search, every, motion, first, last, at_once)
         if out is not None:
             return out
-        stride, coarse_motion = max(stride // 2, 1), coarse_motion / 2
     return None
 
 
 def _cheap_once(search: Search, stride: int, coarse_motion: float, first: Array | None,
-                last: Array | None) -> PathResult | None:  # fmt: skip
+                last: Array | None, at_once: bool) -> PathResult | None:  # fmt: skip
     """:func:`cheap_pass` with coarse frames at most ``stride`` frames and
-    ``coarse_motion`` of target motion apart."""
+    ``coarse_motion`` of target motion apart, solved all at once from the first
+    (``at_once``) or in order."""
     model, problem = search.model, search.problem
     f, m = search.frames, len(model.effectors)
     if f == 0 or not search.solved.any():
         return None
     idx = search.coarse_frames(max(stride, 1), coarse_motion)
-    qs = _chained(search, idx, first)
+    qs = _chained(search, idx, first, at_once)
     if qs is None:
         return None
     if last is not None and len(idx) > 1:  # the path must end there: it is the last track
@@ -131,10 +143,12 @@ def _hopeless(search: Search) -> NDArray[np.bool_]:
     return np.ones_like(far) if search.redundancy() < 0 else far
 
 
-def _chained(search: Search, idx: NDArray[np.intp], first: Array | None) -> Array | None:
-    """Coarse frames (C, n) solved in order, each from the one before (extrapolated),
-    pulled toward it (least motion); the first from ``first`` or a cold solve. None as
-    soon as a frame is not reached."""
+def _chained(search: Search, idx: NDArray[np.intp], first: Array | None,
+             at_once: bool = False) -> Array | None:  # fmt: skip
+    """Coarse frames (C, n): the first from ``first`` or a cold solve, the others in
+    order, each from the one before (extrapolated), pulled toward it (least motion), or
+    (``at_once``) all from the first and pulled toward it, in one LM call, falling back
+    to the order where one is not reached. None as soon as a frame is not reached."""
     model, problem = search.model, search.problem
     n = model.n
     far = _hopeless(search)  # frames no search can reach: best effort is the answer
@@ -154,6 +168,12 @@ def _chained(search: Search, idx: NDArray[np.intp], first: Array | None) -> Arra
             return None
         qs[0] = one.q[0]
     budget = search.settings.max_iterations
+    if at_once and len(idx) > 2:
+        start = np.repeat(qs[:1], len(idx) - 1, axis=0)
+        q, ok, _, _ = search.lm(idx[1:], start, start, budget)
+        if (ok | far[idx[1:]]).all():
+            qs[1:] = q
+            return qs
     for i in range(1, len(idx)):
         prev = qs[i - 1]
         guess = prev if i < 2 else np.clip(
