@@ -59,14 +59,14 @@ class Counted(BatchedModel):
         self.rows = 0
         self.by_phase: dict[str, int] = {}
 
-    def pose_jacobian_t(self, q: np.ndarray) -> Any:
+    def pose_jacobian_t(self, q: np.ndarray, base: Any = None, cols: Any = None) -> Any:
         self.rows += q.shape[1]
         frame = sys._getframe(1)
         while frame is not None and frame.f_code.co_name not in PHASES:
             frame = frame.f_back
         phase = PHASES[frame.f_code.co_name] if frame is not None else "other"
         self.by_phase[phase] = self.by_phase.get(phase, 0) + q.shape[1]
-        return super().pose_jacobian_t(q)
+        return super().pose_jacobian_t(q, base, cols)
 
 
 def row_cost(model: BatchedModel, scene: Scene, sizes: list[int]) -> list[dict[str, Any]]:
