@@ -46,22 +46,22 @@ def cheap_pass(search: Search, stride: int, coarse_motion: float,
     """The cheap pass over ``search``'s frames (module docstring), or None where it is
     not the answer; ``first`` / ``last`` (n,): solutions the path must start / end at
     (rad, m). Limbs that share no solved joint (four legs under a held body, an arm
-    below its spine) get coarse frames ``SPARSER`` times ``coarse_motion`` of target
-    motion apart, first solved all at once (module docstring; the quadruped's and the
+    below its spine) first try coarse frames ``SPARSER`` times ``coarse_motion`` of
+    target motion apart, solved all at once (module docstring; the quadruped's and the
     human's four limbs: 0.7x the time of chaining them); joints shared by several
-    effectors (two hands on a solved spine) are chained at ``coarse_motion`` from the
-    start (at once, the spine's share of the motion can turn fast between coarse
-    frames: bench/self_motion.py's two hands on a spine, 3 flip frames). Where a try is
-    not the answer, the next: chained, then with coarse frames twice as dense (a coarse
-    frame the track reached far along the self-motion makes the frames before it fast:
-    shorter legs drift less), still far cheaper than the search."""
+    effectors (two hands on a solved spine) do not (at once, the spine's share of the
+    motion can turn fast between coarse frames: bench/self_motion.py's two hands on a
+    spine, 3 flip frames). Then, or where that is not the answer, coarse frames
+    ``coarse_motion`` apart chained, then twice as dense (a coarse frame the track
+    reached far along the self-motion makes the frames before it fast: shorter legs
+    drift less), still far cheaper than the search."""
     model = search.model
     moved_by = (model.paths[:len(model.effectors)] & ~model.held[None, :]).sum(axis=0)
     # (stride, coarse motion, at once) per try
     tries = [(max(stride >> i, 1), coarse_motion / 2**i, False) for i in range(1 + DENSER)]
     if moved_by.max(initial=0) <= 1:  # limbs that share no solved joint
         sparse = coarse_motion * SPARSER
-        tries = [(stride, sparse, True), (stride, sparse, False), *tries]
+        tries = [(stride, sparse, True), *tries]
     for every, motion, at_once in tries:
         out = _cheap_once(search, every, motion, first, last, at_once)
         if out is not None:
