@@ -393,7 +393,7 @@ def joint_maps(ob: bpy.types.Object, defn: SkeletonDef) -> dict[str, JointMap]:
             raise DhikError.at(f"armature {ob.name!r}", f"bones[{j.name!r}]",
                                "is missing: the skeleton has a moving joint of that name")
         bone = arm.bones[name]
-        gap = math.dist(bone.head_local, frames[j.name].position)
+        gap = math.dist(bone.head_local[:], frames[j.name].position)
         if gap > REST_TOLERANCE:
             raise DhikError.at(
                 f"armature {ob.name!r}", f"bones[{name!r}]",
