@@ -49,7 +49,7 @@ class RowsPlan:
                  kinds: NDArray[np.int_], rotvec_starts: NDArray[np.int_],
                  wraps: NDArray[np.bool_], prefix: Sequence[bool] | None = None,
                  anchors: Sequence[int] = ()) -> None:  # fmt: skip
-        """From a model's FK steps (``joint_space._Step``), its ``n`` columns, the steps of
+        """From a model's FK steps (``fk_columns.Step``), its ``n`` columns, the steps of
         its effectors (and points), its columns' kinds, its rotation vectors' first
         columns and its wrapping hinge columns; folded: per step whether it is in the
         held prefix, and the prefix steps given from outside (class docstring)."""
