@@ -16,22 +16,16 @@ it was.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import bpy
 import numpy as np
 
-from ..core.app.bake import (
-    BakeResult,
-    EffectorTrack,
-    FrameRecord,
-    RecordTable,
-    simulate,
-    summary_line,
-)
+from ..core.app.bake import BakeResult, EffectorTrack, simulate, summary_line
 from ..core.app.formats import save_animation
+from ..core.app.results import record_arrays
 from ..core.errors import DhikError
 from ..core.model.skeleton import Skeleton
 from ..core.solver.settings import SolverSettings
@@ -144,7 +138,7 @@ class BakeJob:
         else:
             write_current(self.armature, plan, nla)
         records = result.records
-        frames, converged, per_effector = _record_arrays(records, len(self.tracks))
+        frames, converged, per_effector = record_arrays(records, len(self.tracks))
         write_error_curves(self.armature, [t.name for t in self.tracks], frames,
                            per_effector, plan.start, plan.end)
         replace_markers(scene_of(context), self.armature, frames[~converged], plan.start,
@@ -162,24 +156,6 @@ class BakeJob:
         s.result_key_error = plan.max_error
         self.blender_check = report_blender_check(context, self, result)  # verify.py
         return plan
-
-
-def _record_arrays(records: Sequence[FrameRecord], effectors: int
-                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:  # fmt: skip
-    """``(frame numbers (F,), converged (F,), per-effector errors (F, E, 2): position m,
-    orientation rad)`` of a bake's records (a RecordTable's arrays as they are)."""
-    if isinstance(records, RecordTable):
-        return (np.asarray(records.frame_numbers), np.asarray(records.converged, dtype=bool),
-                np.asarray(records.per_effector, dtype=float))
-    frames = np.array([r.frame for r in records], dtype=int)
-    converged = np.array([r.converged for r in records], dtype=bool)
-    per = np.zeros((len(records), effectors, 2))
-    for i, r in enumerate(records):
-        errors = list(r.effector_errors.values()) or [
-            {"position_error": r.position_error, "orientation_error": r.orientation_error}]
-        for e, err in enumerate(errors):
-            per[i, e] = err["position_error"], err["orientation_error"]
-    return frames, converged, per
 
 
 class Preparation:
@@ -210,7 +186,9 @@ class Preparation:
         self.rig, self.start, self.end = rig, start, end
         self.settings = s
         self.driven: list[tuple[int, dict[str, Any]]] = []
-        self._still: dict[str, dict[str, Any]] | None = None  # channels_still: read once
+        # the driven bones' values while nothing can pose them (channels_still): read once
+        self._still: dict[str, dict[str, Any]] | None = None
+        self._read_once = False
         # what the model cannot follow, frame by frame (rig_checks): scale, location,
         # hinge turns above the chains, the armature's world matrix
         self.check = FrameCheck(rig.armature, rig.skeleton.defn, rig.maps, rig.names,
@@ -224,9 +202,9 @@ class Preparation:
             values = self._still
             if values is None:
                 values = self.rig.driven_values()
-                if channels_still(self.rig.armature):  # read once (per read() call)
+                if self._read_once:  # one mapping for every frame of this read
                     self._still = values
-            self.driven.append((frame, dict(values)))
+            self.driven.append((frame, values))
 
     @property
     def done(self) -> int:
@@ -243,6 +221,7 @@ class Preparation:
     def read(self, count: int) -> None:
         """Read the targets (and driven bones) of the next ``count`` frames."""
         self._still = None  # between two reads the rig may have been posed
+        self._read_once = channels_still(self.rig.armature)
         self.reader.read(count)
         self.check.flush(self.reader.scene)
 

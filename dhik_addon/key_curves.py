@@ -121,13 +121,13 @@ def continuous_quaternions(q: Array, start: ArrayLike | None = None) -> Array:
         out[0] = -out[0]
     if len(out) < 2:
         return out
-    # each row's sign is the one before's, turned where its dot with the row before is
-    # negative: a running product, restarted at +1 where the dot is exactly zero
-    dots = np.einsum("ij,ij->i", out[1:], out[:-1])
-    sign = np.cumprod(np.where(dots < 0.0, -1.0, 1.0))
-    for r in np.flatnonzero(dots == 0.0):  # (rare) that row keeps its own sign
-        sign[r:] *= sign[r]
-    out[1:] *= sign[:, None]
+    # a row is turned where the negative dots since the last exactly-zero one (whose row
+    # keeps its sign) are odd (as core's AnimationColumns.align_quaternion_signs)
+    dot = np.einsum("ij,ij->i", out[1:], out[:-1])
+    flips = np.concatenate(([0], np.cumsum(dot < 0.0)))
+    base = np.maximum.accumulate(np.where(np.concatenate(([True], dot == 0.0)), flips, 0))
+    negate = (flips - base) % 2 == 1
+    out[negate] = -out[negate]
     return out
 
 

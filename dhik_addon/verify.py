@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -31,7 +30,7 @@ import bpy
 import numpy as np
 from numpy.typing import NDArray
 
-from ..core.app.results import FrameRecord, RecordTable
+from ..core.app.results import record_arrays
 from ..core.rotations import Vec, matrix_to_quat_rows, matrix_to_rotvec_rows, quat_to_matrix_rows
 from .access import pose_of, scene_of
 from .frames import frame_loop
@@ -98,7 +97,8 @@ def check_bake(context: bpy.types.Context, job: BakeJob, result: BakeResult) -> 
     scene = scene_of(context)
     tol_p = job.settings.position_tolerance + POSITION_SLACK
     tol_r = job.settings.orientation_tolerance + ORIENTATION_SLACK
-    converged = dict(zip(*_frames_converged(result.records), strict=True))
+    numbers, flags, _ = record_arrays(result.records, len(job.tracks))
+    converged = dict(zip(numbers.tolist(), flags.tolist(), strict=True))
     frames, step = sample(sorted(converged))
     tracks = []
     for track in job.tracks:
@@ -137,14 +137,6 @@ def check_bake(context: bpy.types.Context, job: BakeJob, result: BakeResult) -> 
     out.missed = [frames[k] for k in np.flatnonzero((worst_p > tol_p) | (worst_r > tol_r))]
     out.missed_converged = [f for f in out.missed if converged[f]]
     return out
-
-
-def _frames_converged(records: Sequence[FrameRecord]) -> tuple[list[int], list[bool]]:
-    """The frame numbers and converged flags of a bake's records (a RecordTable's arrays,
-    no record built per frame)."""
-    if isinstance(records, RecordTable):
-        return records.frame_numbers.tolist(), records.converged.tolist()
-    return [int(r.frame) for r in records], [bool(r.converged) for r in records]
 
 
 def gaps(matrices: Vec, targets: Vec, to_joint: Vec, oriented: NDArray[np.bool_]
@@ -190,7 +182,7 @@ def report(context: bpy.types.Context, job: BakeJob, result: BakeResult) -> Chec
     check = check_bake(context, job, result)
     scene = scene_of(context)
     name = marker_name(job.armature.name)
-    frames = _frames_converged(result.records)[0]
+    frames = record_arrays(result.records, len(job.tracks))[0].tolist()
     lo, hi = (min(frames), max(frames)) if frames else (0, -1)
     for m in [m for m in scene.timeline_markers if m.name == name and lo <= m.frame <= hi]:
         scene.timeline_markers.remove(m)

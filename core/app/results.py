@@ -78,6 +78,26 @@ class RecordTable(Sequence[FrameRecord]):
         return self.record(i % len(self))
 
 
+def record_arrays(records: Sequence[FrameRecord], effectors: int
+                  ) -> tuple[NDArray[np.int64], NDArray[np.bool_],
+                             NDArray[np.float64]]:  # fmt: skip
+    """``(frame numbers (F,), converged (F,), per-effector errors (F, E, 2): position m,
+    orientation rad)`` of a bake's records (a RecordTable's arrays as they are; ``E`` =
+    ``effectors`` for records built one by one)."""
+    if isinstance(records, RecordTable):
+        return (np.asarray(records.frame_numbers), np.asarray(records.converged, dtype=bool),
+                np.asarray(records.per_effector, dtype=float))
+    frames = np.array([r.frame for r in records], dtype=np.int64)
+    converged = np.array([r.converged for r in records], dtype=bool)
+    per = np.zeros((len(records), effectors, 2))
+    for i, r in enumerate(records):
+        errors = list(r.effector_errors.values()) or [
+            {"position_error": r.position_error, "orientation_error": r.orientation_error}]
+        for e, err in enumerate(errors):
+            per[i, e] = err["position_error"], err["orientation_error"]
+    return frames, converged, per
+
+
 @dataclass
 class BakeResult:
     """Per-frame records, the animation.json frames, and what ran.

@@ -174,6 +174,7 @@ class BatchedModel:
         self.wraps = (self.kinds == REVOLUTE) & (np.abs(self.lo) > SEARCH_LIMIT) \
             & (np.abs(self.hi) > SEARCH_LIMIT) & ~self.held
         self._all_cols = np.arange(self.n)
+        self._col_tables: dict[bytes, tuple[NDArray[np.intp], Array, NDArray[np.bool_]]] = {}
         self._fold_prefix()
 
     def _fold_prefix(self) -> None:
@@ -296,16 +297,28 @@ class BatchedModel:
             return rot, pos, self._jacobian(pos, axes, origins, self._all_cols)
         return rot, pos, self._jacobian(pos, axes[cols], origins[cols], cols)
 
+    def _column_tables(self, cols: NDArray[np.intp]) -> tuple[NDArray[np.intp], Array,
+                                                              NDArray[np.bool_]]:  # fmt: skip
+        """For Jacobian columns ``cols``: which of them are sliders, each effector's (and
+        point's) mask of them as floats (m, c), and whether it has all of them (m,); kept
+        per column set (a problem asks for the same free columns every iteration)."""
+        key = cols.tobytes()
+        if key not in self._col_tables:
+            paths = self.paths[:, cols]
+            self._col_tables[key] = (np.flatnonzero(self.kinds[cols] == PRISMATIC),
+                                     paths.astype(float), np.all(paths, axis=1))
+        return self._col_tables[key]
+
     def _jacobian(self, pos: Array, axes: Array, origins: Array,
                   cols: NDArray[np.intp]) -> Array:
-        """The Jacobian (m, 6, c, k) of columns ``cols`` (c,) from the effectors' (and
-        points') positions (m, 3, k) and the columns' world axes and origins (c, 3, k)."""
+        """The world Jacobian (m, 6, c, k) of columns ``cols`` (c,), rows ``[linear
+        (m/unit); angular (rad/unit)]``, from the effectors' (and points') world positions
+        (m, 3, k) (m) and the columns' world axes and origins (c, 3, k) (m)."""
         c, k, m = len(cols), pos.shape[-1], len(self._eff)
         jac = np.empty((m, 6, c, k))
         ax0, ax1, ax2 = axes[:, 0], axes[:, 1], axes[:, 2]  # (c, k) each
         step = max(1, _CHUNK // (3 * c * k + 1))  # effectors at once: fewer, small arrays
-        slide = np.flatnonzero(self.kinds[cols] == PRISMATIC)
-        paths = self.paths[:, cols]
+        slide, mask, full = self._column_tables(cols)
         for e in range(0, m, step):
             out = jac[e:e + step]
             d = pos[e:e + step, None] - origins  # (g, c, 3, k): from each joint to the effector
@@ -317,9 +330,8 @@ class BatchedModel:
             if slide.size:  # a slider moves the effector along its axis
                 out[:, 0:3, slide] = axes[slide].transpose(1, 0, 2)
                 out[:, 3:, slide] = 0.0
-            part = paths[e:e + step]
-            if not part.all():  # columns off its path do not move it
-                out *= part[:, None, :, None].astype(float)
+            if not full[e:e + step].all():  # columns off its path do not move it
+                out *= mask[e:e + step, None, :, None]
         return jac
 
     def pose(self, q: Array) -> tuple[Array, Array]:

@@ -144,8 +144,8 @@ class Rows:
     """What a set of rows solves for, batch last: target rotations (m, 3, 3, k) and
     positions (m, 3, k) (world, m), pole positions (P, 3, k) (world, m) or None, a
     posture (n, k) (rad, m) the rows are pulled toward (``Problem.with_posture``) or
-    None, and what the rows' held columns place (``base``, the model's ``prefix_t``) or
-    None."""
+    None, and what the rows' held columns place (``base``, the model's ``prefix_t``:
+    world frames ``[R p]`` (A, 3, 4, k), m) or None."""
 
     rot: Array
     pos: Array

@@ -36,7 +36,7 @@ from .search import PathResult, Search, frame_steps, jump_frames
 Array = NDArray[np.float64]
 
 SPIKE = 2.0  # the largest step over the upper quartile of the steps, at most (see above)
-SPARSER = 2.0  # limbs apart: the first tries' coarse frames this many times farther apart
+SPARSER = 2.0  # limbs apart: the at-once try's coarse frames this many times farther apart
 DENSER = 1  # chained tries more, each with coarse frames twice as dense, before the search
 
 
