@@ -301,13 +301,17 @@ class Problem:
         re = np.sqrt(np.einsum("mik,mik->mk", dr, dr))
         k = q.shape[1]
         e = np.concatenate((dp, dr), axis=1).reshape(6 * m, k) * self.row_w[:, None]
-        wjac = None
-        if jac is not None:
-            wjac = jac[:m].reshape(6 * m, c, k) * self.row_w[:, None, None]
         po = np.zeros((0, k))
-        if self.poles is not None and rows.pole is not None:
+        poled = self.poles is not None and rows.pole is not None
+        if poled:
+            assert self.poles is not None and rows.pole is not None
             pe_rows, pj_rows, po = self.poles.rows(model, rows.pos, rows.pole, pos, jac,
                                                    self.scale)
+        wjac = None
+        if jac is not None:  # weighted in place: the poles' rows are taken, jac is ours
+            wjac = jac[:m].reshape(6 * m, c, k)
+            wjac *= self.row_w[:, None, None]
+        if poled:
             share = LIGHT_SHARE if self.light else 1.0
             e = np.concatenate((e, pe_rows * share))
             if wjac is not None:

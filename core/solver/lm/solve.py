@@ -81,15 +81,22 @@ def restarted(problem: Problem, res: LMResult) -> LMResult:
     (``Problem.rank``: targets first); ``res`` is updated in place and returned."""
     model, opts = problem.model, problem.options
     b = problem.count
-    keys = problem_keys(problem.targets.reshape(b, -1) if b else np.zeros((0, 1)), opts.seed)
+    keys: NDArray[np.uint64] | None = None  # made when a round has work (64 mixes a row)
     best_err = problem.rank(res.position_error, res.orientation_error, res.pole_error)
     reps = opts.restart_rows
     budget = min(opts.restart_iterations, problem.settings.max_iterations)
-    hopeless = problem.out_of_reach()  # beyond any reach: restarts cannot help
+    hopeless: NDArray[np.bool_] | None = None  # beyond any reach: restarts cannot help
     for round_ in range(opts.restarts):
-        todo = np.flatnonzero((best_err >= 1.0) & ~hopeless)  # targets or poles not met
+        missed = best_err >= 1.0  # targets or poles not met
+        if not missed.any():
+            break
+        if hopeless is None:
+            hopeless = problem.out_of_reach()
+        todo = np.flatnonzero(missed & ~hopeless)
         if todo.size == 0:
             break
+        if keys is None:
+            keys = problem_keys(problem.targets.reshape(b, -1), opts.seed)
         rows = np.repeat(todo, reps)
         draw = round_ * reps + np.tile(np.arange(reps), todo.size)
         u = uniform_draws(keys[rows], draw, model.n)
