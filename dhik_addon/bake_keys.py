@@ -53,7 +53,9 @@ _KEY_BOOLS = ("select_control_point", "select_left_handle", "select_right_handle
 # and elastic values zero, AUTO_CLAMPED handles, a KEYFRAME): a curve's first keys skip
 # them (tested against setting everything)
 _ADDED = frozenset({"back", "amplitude", "period", "handle_left_type", "handle_right_type",
-                    "easing", "type"})
+                    "easing", "type",
+                    # auto-clamped: ``FCurve.update`` sets them, whatever they were
+                    "handle_left", "handle_right"})
 
 
 def rotation_prop(mode: str) -> str:
@@ -196,15 +198,17 @@ def plan_keys(
         np.array([fr["frame"] for fr in frames], dtype=int)
     pick = kc.stepped(len(frames), frame_step)
     plan = KeyPlan(int(numbers[0]), int(numbers[-1]))
+    keyed: list[tuple[str, str, str, np.ndarray, np.ndarray, list[int]]] = []
     for bone, covered, prop, kind, values in bone_channels(ob, maps, frames, solved, before):
         plan.covered.setdefault(bone, set()).update(covered)
         if prop is None:
             continue
         cand_frames, cand_values = numbers[pick], values[pick]
         kept = kc.reduce_keys(kind, cand_frames, cand_values, key_reduction)
-        error = kc.max_key_error(kind, cand_frames, cand_values, kept)
-        plan.bones.append(BoneKeys(bone, prop, kind, cand_frames[kept], cand_values[kept],
-                                   len(frames), error))
+        keyed.append((bone, prop, kind, cand_frames, cand_values, kept))
+    errors = kc.max_key_errors([(kind, f, v, kept) for _, _, kind, f, v, kept in keyed])
+    for (bone, prop, kind, f, v, kept), error in zip(keyed, errors, strict=True):
+        plan.bones.append(BoneKeys(bone, prop, kind, f[kept], v[kept], len(frames), error))
     return plan
 
 

@@ -257,6 +257,26 @@ def max_key_error(kind: str, frames: Array, values: Array, kept: Sequence[int]) 
     return float(channel_errors(kind, curve, values).max())
 
 
+def max_key_errors(channels: Sequence[tuple[str, Array, Array, Sequence[int]]]) -> list[float]:
+    """:func:`max_key_error` of each ``(kind, frames, values, kept)``; the channels keyed
+    on every frame, of one kind, in one pass (a bake's dozen bones: one conversion of
+    their rows to matrices, not twelve)."""
+    out = [0.0] * len(channels)
+    whole: dict[str, list[int]] = {}
+    for i, (kind, frames, values, kept) in enumerate(channels):
+        if len(frames) and len(kept) == len(frames):
+            whole.setdefault(kind, []).append(i)
+        else:
+            out[i] = max_key_error(kind, frames, values, kept)
+    for kind, idx in whole.items():
+        values = np.concatenate([np.asarray(channels[i][2], dtype=float) for i in idx])
+        errors = channel_errors(kind, as_stored(values), values)
+        ends = np.cumsum([len(channels[i][1]) for i in idx])
+        for i, part in zip(idx, np.split(errors, ends[:-1]), strict=True):
+            out[i] = float(part.max())
+    return out
+
+
 def reduce_keys(kind: str, frames: Array, values: Array, tolerance: float) -> list[int]:
     """Indices of the rows to key so that LINEAR curves through them stay within
     ``tolerance`` (rad or m, joint space) of every row of ``values`` at ``frames``.

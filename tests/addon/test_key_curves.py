@@ -199,3 +199,24 @@ def test_channel_continues_a_given_start(kind):
     assert np.allclose(np.vstack([head, tail]), whole, atol=1e-9)
     cold = kc.rotation_channel(kind, q[121:])  # without the start: off by turns or sign
     assert not np.allclose(cold, whole[121:], atol=1e-6)
+
+
+def test_errors_of_several_channels_at_once_equal_each_alone():
+    """``max_key_errors`` (a bake's bones in one pass per kind) gives each channel's own
+    ``max_key_error``, float for float: channels keyed on every frame (grouped) beside
+    reduced ones (alone), of several kinds and lengths."""
+    channels = []
+    for seed, (kind, n) in enumerate([("QUATERNION", 40), ("XYZ", 25), ("QUATERNION", 33),
+                                      ("LOCATION", 40), ("XYZ", 60), ("QUATERNION", 50)]):
+        frames = np.arange(n, dtype=float)
+        if kind == "LOCATION":
+            values = np.random.default_rng(seed).normal(0.0, 0.3, (n, 3)).cumsum(axis=0)
+        else:
+            quats = _scipy_quats(Rotation.from_matrix(_smooth_rotations(n, seed=seed)))
+            values = kc.rotation_channel(kind, quats)
+        kept = list(range(n)) if seed % 2 == 0 else kc.reduce_keys(kind, frames, values, 1e-3)
+        channels.append((kind, frames, values, kept))
+    got = kc.max_key_errors(channels)
+    want = [kc.max_key_error(*ch) for ch in channels]
+    assert got == want
+    assert all(e > 0.0 for e in got[0::2])  # float32 storage: never exactly zero
