@@ -45,6 +45,7 @@ from .joint_map import JointMap
 from .props import DHIK_PG_settings, settings
 from .rig_checks import FrameCheck, check_nla, nla_in_use
 from .safety import require_in_scene
+from .target_curves import TargetCurves, rig_still
 from .targets import TrackReader
 from .verify import Check
 from .verify import report as report_blender_check
@@ -222,8 +223,22 @@ class Preparation:
         """Read the targets (and driven bones) of the next ``count`` frames."""
         self._still = None  # between two reads the rig may have been posed
         self._read_once = channels_still(self.rig.armature)
-        self.reader.read(count)
-        self.check.flush(self.reader.scene)
+        reader = self.reader
+        reader.curves = None
+        if self._read_once and rig_still(self.rig.armature):
+            reader.curves = TargetCurves.of(reader.scene, reader.targets, reader.bones,
+                                            self.rig.armature)
+        if reader.curves is None:
+            reader.read(count)
+        else:  # nothing moves the rig: what Blender shows now, it shows on every frame
+            frames = reader.frames[reader.done:reader.done + max(count, 1)]
+            reader.read(count)
+            if frames:
+                self.check(frames[0])
+            if self.rig.driven_names:
+                values = self.rig.driven_values()
+                self.driven.extend((f, values) for f in frames)
+        self.check.flush(reader.scene)
 
     def finish(self, context: bpy.types.Context) -> BakeJob:
         """The job, once every frame is read."""

@@ -63,6 +63,7 @@ NOT_SOLVED = {"live_preview", "preview_saved", "preview_error", "animation_path"
 SETTLE = 0.25  # s without a change of the inputs before the range is planned again
 TICK = 0.05  # s between the planner's timer steps
 READ = 16  # frames of the range read per planner step (the rest waits for the next)
+SAME = 1e-6  # inputs (m, rad, quaternion parts) this close are the plan's (see _same)
 
 PLANNED = "showing the bake's path"
 PLANNING = "planning the range: frames show single-frame solves"
@@ -400,7 +401,10 @@ def _solve_frame(live: _Live, scene: bpy.types.Scene, inputs: list[np.ndarray]) 
 
 
 def _same(a: list[np.ndarray], b: list[np.ndarray]) -> bool:
-    return len(a) == len(b) and all(x.shape == y.shape and np.allclose(x, y, rtol=0, atol=1e-9)
+    """The same inputs to float32 rounding: a plan may have read its targets from their
+    F-curves (``target_curves``) and a frame reads Blender's evaluated float32 matrices
+    (they agree within about 1e-7 m and rad)."""
+    return len(a) == len(b) and all(x.shape == y.shape and np.allclose(x, y, rtol=SAME, atol=SAME)
                                     for x, y in zip(a, b, strict=True))
 
 

@@ -48,6 +48,7 @@ from .frames import frame_loop
 from .joint_map import JointMap
 from .key_curves import matrices_to_euler
 from .props import settings
+from .target_curves import TargetCurves
 
 POS_DECIMALS = 7  # 0.1 micrometre: below float32 resolution of the keyed values
 EULER_DECIMALS = 5  # degrees, for the angles of a target's own keys
@@ -295,7 +296,10 @@ class TrackReader:
     evaluated data in the same pass). Position is ``armature.matrix_world^-1 @ p``
     (metres of armature space, so an object scale scales the target distance); rotation
     is the target's rotation relative to the armature object's (scale removed). The
-    scene's current frame is restored after every chunk.
+    scene's current frame is restored after every chunk. With :attr:`curves`
+    (``target_curves.TargetCurves``: nothing but their keys places the targets, and the
+    caller knows the rig is still) the poses come from the targets' F-curves: no frame
+    is set and ``each_frame`` is not called.
     """
 
     def __init__(self, context: bpy.types.Context, targets: Sequence[bpy.types.Object],
@@ -310,6 +314,7 @@ class TrackReader:
         self.each_frame = each_frame
         self.tracks: list[list[tuple[int, np.ndarray]]] = [[] for _ in self.targets]
         self.done = 0
+        self.curves: TargetCurves | None = None
 
     @property
     def total(self) -> int:
@@ -324,6 +329,14 @@ class TrackReader:
         scene = self.scene
         current = scene.frame_current
         frames = self.frames[self.done:self.done + max(count, 1)]
+        if self.curves is not None:  # the targets' own keys: no frame loop
+            poses = self.curves.poses(frames)
+            for i, track in enumerate(self.tracks):
+                track.extend(zip(frames, poses[:, i], strict=True))
+            self.done += len(frames)
+            with frame_loop(scene):  # as after a loop: the current frame evaluated again
+                scene.frame_set(current)
+            return
         rows: list[tuple[float, ...]] = []
         with frame_loop(scene):
             try:
