@@ -157,10 +157,11 @@ def _curves_of(ob: bpy.types.Object, armature: bpy.types.Object, at: Array,
     if not _muted(ob.constraints) or ob.rigid_body is not None or not _own_keys(ob) \
             or ob.rotation_mode not in ROTATIONS or depth > MAX_PARENTS:
         return None
-    if any(ob.delta_location) or any(ob.delta_rotation_euler) \
-            or tuple(ob.delta_rotation_quaternion) != (1.0, 0.0, 0.0, 0.0) \
-            or tuple(ob.delta_scale) != (1.0, 1.0, 1.0) or min(ob.scale) <= 0.0 \
-            or (depth and max(ob.scale) != min(ob.scale)):
+    scale = ob.scale[:]
+    if any(ob.delta_location[:]) or any(ob.delta_rotation_euler[:]) \
+            or ob.delta_rotation_quaternion[:] != (1.0, 0.0, 0.0, 0.0) \
+            or ob.delta_scale[:] != (1.0, 1.0, 1.0) or min(scale) <= 0.0 \
+            or (depth and max(scale) != min(scale)):
         return None
     parent: _Target | Array | None = None
     if ob.parent is not None:
