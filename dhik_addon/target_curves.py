@@ -152,8 +152,8 @@ def _curves_of(ob: bpy.types.Object, armature: bpy.types.Object, at: Array,
     but the (still) armature ``armature`` (world matrix ``at``) or another such object
     (by the object, not a bone or vertex), a constraint, a rigid body, drivers or NLA
     (:func:`_own_keys`), a delta transform, a scale that is keyed or not positive (or
-    uneven, on a parent), a keyed channel outside location and rotation, a muted curve,
-    or a rotation mode without a matrix here."""
+    uneven, on a parent), a keyed channel outside location and rotation, a muted curve
+    or group, or a rotation mode without a matrix here."""
     if not _muted(ob.constraints) or ob.rigid_body is not None or not _own_keys(ob) \
             or ob.rotation_mode not in ROTATIONS or depth > MAX_PARENTS:
         return None
@@ -175,7 +175,8 @@ def _curves_of(ob: bpy.types.Object, armature: bpy.types.Object, at: Array,
     curves: dict[tuple[str, int], bpy.types.FCurve] = {}
     bag = keying.assigned_channelbag(ob)
     for fc in [] if bag is None else bag.fcurves:
-        if fc.data_path not in ("location", prop) or fc.mute or not fc.is_valid:
+        if fc.data_path not in ("location", prop) or fc.mute or not fc.is_valid \
+                or (fc.group is not None and fc.group.mute):
             return None
         curves[(fc.data_path, fc.array_index)] = fc
     return _Target(ob, prop, kind, curves, parent)

@@ -127,6 +127,7 @@ CHANGES: dict[str, Callable[[list[bpy.types.Object], bpy.types.Object], Any]] = 
     "a keyed scale": lambda t, a: t[6].keyframe_insert("scale", frame=3),
     "a mirroring scale": lambda t, a: setattr(t[-1], "scale", (-1.0, 1.0, 1.0)),
     "a muted curve": lambda t, a: setattr(_curves(t[0])[0], "mute", True),
+    "a muted group": lambda t, a: setattr(_curves(t[1])[0].group, "mute", True),
     "keys of another rotation mode": lambda t, a: t[0].keyframe_insert("rotation_euler",
                                                                          frame=2),
     "time remapping": lambda t, a: setattr(bpy.context.scene.render, "frame_map_new", 200),
