@@ -113,6 +113,31 @@ def test_curves_give_the_poses_blender_evaluates(addon, scene_targets):
     assert (spread[:-1] > 0.1).all() and spread[-1] == 0.0  # the keyed ones move
 
 
+def test_a_keys_own_value_is_what_blender_evaluates_on_its_frame(addon):
+    """``curve_values`` takes a key's value on the frames it keys: exactly
+    ``FCurve.evaluate`` there, for every interpolation, before, between and after the
+    keys, and with a modifier (evaluated throughout)."""
+    tc, _ = _modules(addon)
+    ob = bpy.data.objects.new("keyed", None)
+    bpy.context.collection.objects.link(ob)
+    rng = np.random.default_rng(5)
+    for f in (0, 1, 2, 5, 9, 10, 11, 20):
+        ob.location = rng.normal(0.0, 1.0, 3)
+        ob.keyframe_insert("location", frame=f)
+    curves = list(_curves(ob))
+    for fc, mode in zip(curves, ["BEZIER", "LINEAR", "CONSTANT"], strict=True):
+        for kp in fc.keyframe_points:
+            kp.interpolation = mode
+        fc.update()
+    frames = np.arange(-4.0, 26.0)
+    for fc in curves:
+        want = np.array([fc.evaluate(f) for f in frames.tolist()])
+        np.testing.assert_array_equal(tc.curve_values(fc, frames), want)
+    curves[0].modifiers.new("NOISE")
+    want = np.array([curves[0].evaluate(f) for f in frames.tolist()])
+    np.testing.assert_array_equal(tc.curve_values(curves[0], frames), want)
+
+
 CHANGES: dict[str, Callable[[list[bpy.types.Object], bpy.types.Object], Any]] = {
     "a parent scaled unevenly": lambda t, a: setattr(t[0], "parent", t[-1]),
     "a parent with a constraint": lambda t, a: t[-3].constraints.new("COPY_ROTATION"),
