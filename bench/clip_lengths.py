@@ -1,0 +1,103 @@
+"""Clip length and the robust engine's cost: short clips and very long ones (arm7).
+
+``.venv/bin/python bench/clip_lengths.py`` (about a minute on the 2-core VM; writes
+bench/results/clip_lengths.md). Issue 17 point 5 asks for a 60-frame clip in at most
+0.1 s of solving and a per-frame cost at 20,000 frames at most 1.2x that at 1,000.
+
+1. 60-frame clips: windows of the ten random arm7 paths of bench/run.py (2,000 frames
+   each, ``FLIP_SEEDS``: the speed of the flip bench), four per path, each solved alone
+   by ``solver.path.solve_path`` (the bake's engine); and, beside them, five whole random
+   paths squeezed into 60 frames (every joint sweeping 60 % of its range one to three
+   times: far faster than an animation). Seconds per clip (mean, median, p99), frames
+   converged, flip frames (a joint moving more than twice the clip's own largest true
+   step, as in bench/batched.py).
+2. Length: a 1,000-frame loop of workload B's kind (``trajectory_channels(..., block=
+   1000)``: every joint a whole number of periods per 1,000 frames, so the loop joins
+   itself) solved once, 5 and 20 times over: µs per frame and the ratio to 1,000 frames.
+"""
+
+from __future__ import annotations
+
+import argparse
+import platform
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+from batched import Engine  # noqa: E402
+from run import FLIP_SEEDS, SEED_B  # noqa: E402
+from scenes import load_scenes  # noqa: E402
+
+WINDOWS = (0, 500, 1000, 1500)  # first frames of the 60-frame windows of each path
+
+
+def solve(eng: Engine, scene, truth: np.ndarray) -> tuple[float, int, int]:
+    """Seconds, frames converged and flip frames of ``solve_path`` on ``truth``'s FK."""
+    from dhik.solver.path import solve_path
+
+    targets = np.array([scene.chain.fk(scene.values(x), scene.effector) for x in truth])
+    t0 = time.perf_counter()
+    res = solve_path(eng.model, targets[:, None], settings=eng.s)
+    seconds = time.perf_counter() - t0
+    true_step = np.abs(np.diff(truth, axis=0)).max()
+    steps = np.abs(np.diff(res.q, axis=0)).max(axis=1)
+    return seconds, int(res.converged.sum()), int((steps > 2.0 * true_step).sum())
+
+
+def row(name: str, runs: list[tuple[float, int, int]], frames: int) -> str:
+    t = [r[0] for r in runs]
+    return (f"| {name} | {len(runs)} | {sum(r[1] for r in runs)}/{frames * len(runs)} | "
+            f"{sum(r[2] for r in runs)} | {statistics.fmean(t):.3f} | {statistics.median(t):.3f} "
+            f"| {np.percentile(t, 99):.3f} |")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", default=str(HERE / "results" / "clip_lengths.md"),
+                        help="where the tables are written as markdown ('' for nowhere)")
+    args = parser.parse_args(argv)
+    scene = next(s for s in load_scenes() if s.name == "arm7")
+    eng = Engine(scene)
+    started = time.perf_counter()
+    warm = scene.trajectory_channels(60, SEED_B)
+    solve(eng, scene, warm)  # imports and first calls outside the timings
+    lines = ["## 1. 60-frame clips (arm7, `solve_path`, each clip alone)", "",
+             "| clips | count | converged | flip frames | s per clip: mean | median | p99 |",
+             "|---|---|---|---|---|---|---|"]
+    windows = []
+    for seed in FLIP_SEEDS:
+        path = scene.trajectory_channels(2000, seed)
+        windows += [solve(eng, scene, path[k:k + 60]) for k in WINDOWS]
+    lines.append(row("windows of the ten random paths (bench speed)", windows, 60))
+    squeezed = [solve(eng, scene, scene.trajectory_channels(60, seed))
+                for seed in FLIP_SEEDS[:5]]
+    lines.append(row("whole random paths squeezed into 60 frames", squeezed, 60))
+    lines += ["", "## 2. Per-frame cost by length (arm7, a 1,000-frame loop of B's kind)", "",
+              "| frames | s | µs per frame | converged | flip frames | per frame / at 1,000 |",
+              "|---|---|---|---|---|---|"]
+    base = None
+    for frames in (1000, 5000, 20000):
+        truth = scene.trajectory_channels(frames, SEED_B, block=1000)
+        seconds, conv, flips = solve(eng, scene, truth)
+        per = seconds / frames * 1e6
+        base = base or per
+        lines.append(f"| {frames} | {seconds:.2f} | {per:.0f} | {conv}/{frames} | {flips} | "
+                     f"{per / base:.2f} |")
+        print(lines[-1], flush=True)
+    head = (f"bench/clip_lengths.py on {platform.machine()}, 2 cores, Python "
+            f"{platform.python_version()}, numpy {np.__version__}; "
+            f"{time.perf_counter() - started:.0f} s in all.")
+    text = "\n".join([head, "", *lines]) + "\n"
+    print(text)
+    if args.out:
+        Path(args.out).write_text(text)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
