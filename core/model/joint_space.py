@@ -297,6 +297,33 @@ class BatchedModel:
             return rot, pos, self._jacobian(pos, axes, origins, self._all_cols)
         return rot, pos, self._jacobian(pos, axes[cols], origins[cols], cols)
 
+    def pose_jacobian_blocks_t(self, q: Array, base: Array | None, effs: NDArray[np.intp],
+                               cols: NDArray[np.intp], mask: NDArray[np.bool_]
+                               ) -> tuple[Array, Array, Array]:  # fmt: skip
+        """:meth:`pose_jacobian_t` with the Jacobian only where limbs apart need it:
+        per block b (B, 6, N, k) the rows of effector ``effs[b]`` and the columns
+        ``cols[b]`` (N,) (model columns), zero where ``mask[b]`` (N,) is False (padding).
+        Four legs of 9 columns: a quarter of the products of the dense (4, 6, 36, k)."""
+        rot, pos, axes, origins = self._forward(q, True, base)
+        assert axes is not None and origins is not None
+        a = axes[cols]  # (B, N, 3, k)
+        d = pos[effs][:, None] - origins[cols]  # (B, N, 3, k): from each joint to the effector
+        jb = np.empty((len(effs), 6, cols.shape[1], q.shape[1]))
+        a0, a1, a2 = a[:, :, 0], a[:, :, 1], a[:, :, 2]
+        d0, d1, d2 = d[:, :, 0], d[:, :, 1], d[:, :, 2]
+        np.subtract(a1 * d2, a2 * d1, out=jb[:, 0])  # linear: axis x d
+        np.subtract(a2 * d0, a0 * d2, out=jb[:, 1])
+        np.subtract(a0 * d1, a1 * d0, out=jb[:, 2])
+        jb[:, 3:] = a.transpose(0, 2, 1, 3)
+        slide = (self.kinds[cols] == PRISMATIC) & mask
+        if slide.any():  # a slider moves the effector along its axis
+            s = slide[:, None, :, None]
+            jb[:, :3] = np.where(s, a.transpose(0, 2, 1, 3), jb[:, :3])
+            jb[:, 3:] = np.where(s, 0.0, jb[:, 3:])
+        if not mask.all():
+            jb *= mask[:, None, :, None]
+        return rot, pos, jb
+
     def _column_tables(self, cols: NDArray[np.intp]) -> tuple[NDArray[np.intp], Array,
                                                               NDArray[np.bool_]]:  # fmt: skip
         """For Jacobian columns ``cols``: which of them are sliders, each effector's (and

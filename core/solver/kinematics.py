@@ -159,6 +159,14 @@ class BatchedKinematics(Protocol):
         columns where only held columns above the solved ones are."""
         ...
 
+    def pose_jacobian_blocks_t(self, q: Array, base: Array | None, effs: NDArray[np.intp],
+                               cols: NDArray[np.intp], mask: NDArray[np.bool_]
+                               ) -> tuple[Array, Array, Array]:  # fmt: skip
+        """``pose_t(q)`` and the Jacobian in blocks (B, 6, N, k): block b the rows of
+        effector ``effs[b]`` and the columns ``cols[b]`` (N,), zero where ``mask[b]`` is
+        False (padding)."""
+        ...
+
     def reach_t(self, q: Array, base: Array | None = None) -> tuple[Array, Array]:
         """Per effector the centre (m, 3, k) (world) and radius (m,) of a ball it cannot
         leave whatever the solved columns do (held columns from ``q`` (n, k); ``base``:

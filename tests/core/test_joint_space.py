@@ -385,3 +385,31 @@ def test_the_held_prefix_folded_gives_the_same_poses_and_jacobians(
                               *model.reach_t(q, base)],
                              [rot, pos, jac, rot, pos, *model.reach_t(q)], strict=True):
             np.testing.assert_allclose(got, want, rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2, 3])
+def test_jacobian_blocks_are_the_dense_jacobians_entries(seed: int) -> None:
+    """``pose_jacobian_blocks_t`` (the Jacobian of limbs apart, in the step's blocks):
+    per block an effector's six rows at columns on its path (hinges, sliders, rotation
+    vectors; a held prefix folded into ``base``), zero where padded: the dense
+    Jacobian's entries float for float, on a few rows and on many."""
+    rng = np.random.default_rng(seed)
+    defn, effs = random_tree(rng)
+    model = BatchedModel(defn, effs, [2] * len(effs) if seed % 2 else None)
+    count = 3
+    eff_b = rng.integers(0, len(effs), count)
+    cols_b = np.array([rng.choice(np.flatnonzero(model.paths[e]), 5) for e in eff_b])
+    mask = rng.random((count, 5)) < 0.7
+    mask[:, 0] = True
+    for rows in (4, max(model.few_rows, model._folded_plan.few_rows) + 5):
+        q = np.ascontiguousarray(sample_coordinates(model, rng, rows).T)
+        base = model.prefix_t(q)
+        rot, pos, dense = model.pose_jacobian_t(q, base)
+        got_rot, got_pos, blocks = model.pose_jacobian_blocks_t(q, base, eff_b, cols_b, mask)
+        assert blocks.shape == (count, 6, 5, rows)
+        np.testing.assert_array_equal(got_rot, rot)
+        np.testing.assert_array_equal(got_pos, pos)
+        want = dense[eff_b[:, None], :, cols_b].transpose(0, 2, 1, 3) \
+            * mask[:, None, :, None]
+        np.testing.assert_allclose(blocks, want, rtol=0, atol=1e-15)
+        assert (blocks[~np.broadcast_to(mask[:, None, :, None], blocks.shape)] == 0).all()

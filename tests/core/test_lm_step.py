@@ -72,7 +72,8 @@ def test_one_block_without_held_columns_is_not_split() -> None:
 
 def test_two_legs_under_a_held_body_solve_as_without_blocks(monkeypatch) -> None:
     """Two chains of three joints under a held, turned body: the LM with its step split
-    in two blocks takes the same iterations to the same poses as with the whole step (to
+    in two blocks (its Jacobian computed in them alone, ``Problem.effector_blocks``)
+    takes the same iterations to the same poses as with the whole step (to
     1e-6 rad: a leg of six columns for its six rows is solved as ``J J^T`` in its block
     and inside ``J^T J`` in the whole, whose roundings part by 1e-7 once the damping has
     shrunk near the end; the tolerances are 1e-6 m and 1e-5 rad)."""
@@ -96,8 +97,13 @@ def test_two_legs_under_a_held_body_solve_as_without_blocks(monkeypatch) -> None
 
     problem = Problem(model, targets, None, settings, held=held)
     assert problem.step_blocks(12) is not None
+    blocks, effs, cols = problem.effector_blocks()  # one block per leg: Jacobian blocks
+    assert list(effs) == [0, 1] and not blocks.cmask.all()  # legs of 6 and 4: padded
+    for b in range(2):  # each leg's free columns
+        assert set(cols[b][blocks.cmask[b]]) == set(np.flatnonzero(model.paths[b] & ~model.held))
     split = run()
     monkeypatch.setattr(Problem, "step_blocks", lambda self, r: None)
+    monkeypatch.setattr(Problem, "effector_blocks", lambda self: None)
     whole = run()
     assert split[2].all() and whole[2].all()
     assert np.array_equal(split[1], whole[1])

@@ -90,9 +90,15 @@ class StepBlocks:
         """``step(jac, e, x, lo, hi, w, d)`` (``step.bounded_step``'s arguments, batch
         last: ``jac`` (r, n, k), ``lo``/``hi`` (n,)) solved block by block -> (n, k); the
         columns in no block (held) do not move."""
-        b, k = len(self.rix), jac.shape[-1]
-        nb = self.cix.shape[1]
         j = jac[self.rix[:, :, None], self.cix[:, None, :]] * self.mask  # (B, R, N, k)
+        return self.step_blocked(step, j, e, x, lo, hi, w, d)
+
+    def step_blocked(self, step: Step, j: Array, e: Array, x: Array, lo: Array, hi: Array,
+                     w: Array, d: Array | None) -> Array:
+        """:meth:`step` from the Jacobian already in blocks ``j`` (B, R, N, k), zero where
+        padded (``Problem.linearise(..., blocked=True)``)."""
+        b, k = len(self.rix), j.shape[-1]
+        nb = self.cix.shape[1]
         jb = np.ascontiguousarray(j.transpose(1, 2, 0, 3)).reshape(j.shape[1], nb, b * k)
         eb = e[self.rix] * self.rmask[..., None]  # (B, R, k)
         eb = np.ascontiguousarray(eb.transpose(1, 0, 2)).reshape(eb.shape[1], b * k)

@@ -119,7 +119,10 @@ def levenberg_marquardt(model: BatchedKinematics, problem: Problem, q0: Array,
         return model.recentre(out)
 
     every_rows = problem.rows.take(idx)  # gathered once
-    lin = problem.linearise(q, every_rows)
+    # limbs apart, targets alone: the Jacobian in the step's blocks (Problem.linearise)
+    eb = problem.effector_blocks()
+    blocked = eb is not None
+    lin = problem.linearise(q, every_rows, blocked=blocked)
     assert lin.jac is not None
     e, pe, re, po = lin.e, lin.pe, lin.re, lin.po
     weighted: Array = lin.jac
@@ -156,11 +159,12 @@ def levenberg_marquardt(model: BatchedKinematics, problem: Problem, q0: Array,
             (free(pl[:, sel]) - free(qa)) * (pull_gain / np.maximum(ma, 1.0))
         if d is not None and frozen is not None:
             d = d * (keep[:, sel] if per_row else keep)
-        cs3 = (cs * (keep[:, sel] if per_row else keep))[None]
+        cs_k = cs * (keep[:, sel] if per_row else keep)  # (c, k or 1)
+        cs3 = cs_k[None] if eb is None else cs_k[eb[0].cix][:, None]  # as the Jacobian
         step = _step(problem, wa * cs3, ea, free(qa) / cs, lo_s, hi_s, wd,
-                     None if d is None else d / cs, pulled and exact_pull) * cs
+                     None if d is None else d / cs, pulled and exact_pull, blocked) * cs
         qt = moved(qa, step)
-        lt = problem.linearise(qt, ra)
+        lt = problem.linearise(qt, ra, blocked=blocked)
         assert lt.jac is not None
         if pulled:  # a corrector: back onto the targets (their rows alone), so that the
             # turn's second-order drift off them does not hide its progress
@@ -221,12 +225,18 @@ def levenberg_marquardt(model: BatchedKinematics, problem: Problem, q0: Array,
 
 
 def _step(problem: Problem, jac: Array, e: Array, x: Array, lo: Array, hi: Array,
-          w: Array, d: Array | None, exact: bool) -> Array:  # fmt: skip
+          w: Array, d: Array | None, exact: bool, blocked: bool = False) -> Array:  # fmt: skip
     """``step.bounded_step`` on the free columns (``Problem.cols``), block by block where
     the problem splits (``Problem.step_blocks``: four legs under a held body) on two rows
     or more (one block: from ``FEW_ROWS`` rows); below, the gathers cost more than they
     save (measured on the quadruped: one row 0.85x with the whole step, two 1.20x);
-    ``exact``: the pull in the rows' null space (light rows: ``step.damped``)."""
+    ``exact``: the pull in the rows' null space (light rows: ``step.damped``);
+    ``blocked``: ``jac`` is already in the blocks (``Problem.effector_blocks``)."""
+    if blocked:
+        eb = problem.effector_blocks()
+        assert eb is not None
+        return eb[0].step_blocked(functools.partial(bounded_step, exact=exact), jac, e, x,
+                                  lo, hi, w, d)
     blocks = problem.step_blocks(len(e))
     k = e.shape[1]
     if blocks is None or k == 1 or (len(blocks.rix) == 1 and k < FEW_ROWS):

@@ -85,8 +85,8 @@ def search_limits(model: BatchedKinematics) -> tuple[Array, Array]:
 
 
 _SCALES: weakref.WeakKeyDictionary[Any, float] = weakref.WeakKeyDictionary()
-_BLOCKS: weakref.WeakKeyDictionary[Any, dict[Any, StepBlocks | None]] = \
-    weakref.WeakKeyDictionary()  # Problem.step_blocks, per model
+_BLOCKS: weakref.WeakKeyDictionary[Any, dict[Any, Any]] = \
+    weakref.WeakKeyDictionary()  # Problem.step_blocks and effector_blocks, per model
 
 
 _BASES: weakref.WeakKeyDictionary[Any, tuple[bytes, Array | None]] = \
@@ -248,6 +248,28 @@ class Problem:
             cache[key] = StepBlocks.of(supports[:r], np.ones(c.size, dtype=bool))
         return cache[key]
 
+    def effector_blocks(self) -> tuple[StepBlocks, Index, Index] | None:
+        """Where the residual is the targets' rows alone (no poles, no posture) and the
+        step splits into one block per effector (limbs that share no free column): the
+        blocks (:meth:`step_blocks`), each block's effector (B,) and its columns as model
+        columns (B, N) (padded as the blocks are); else None. The Jacobian is then
+        computed in these blocks alone (:meth:`linearise` ``blocked``)."""
+        if self.poles is not None or self.rows.posture is not None:
+            return None
+        m = len(self.model.effectors)
+        key = ("effectors", m)
+        cache = _BLOCKS.setdefault(self.model, {})
+        if key not in cache:
+            blocks = self.step_blocks(6 * m)
+            found = None
+            if blocks is not None and len(blocks.rix) > 1 and blocks.rix.shape[1] == 6 \
+                    and blocks.rmask.all():
+                effs = blocks.rix[:, 0] // 6
+                if np.array_equal(blocks.rix, 6 * effs[:, None] + np.arange(6)):
+                    found = (blocks, effs, self.cols[blocks.cix])
+            cache[key] = found
+        return cache[key]  # type: ignore[no-any-return]
+
     @property
     def pole_count(self) -> int:
         return 0 if self.poles is None else len(self.poles.effectors)
@@ -281,15 +303,24 @@ class Problem:
             q[:, self.held_cols] = self.held[:, rows].T
         return q
 
-    def linearise(self, q: Array, rows: Rows, jacobian: bool = True) -> Linearised:
+    def linearise(self, q: Array, rows: Rows, jacobian: bool = True,
+                  blocked: bool = False) -> Linearised:
         """The residual (and, with ``jacobian``, its Jacobian, of the free columns
         :attr:`cols`) at coordinates ``q`` (n, k) against ``rows`` (the problems' targets,
         gathered by the caller; ``q``'s held columns hold their values, which
-        ``rows.base`` folds)."""
+        ``rows.base`` folds). ``blocked`` (where :meth:`effector_blocks` are): the
+        weighted Jacobian in those blocks, (B, 6, N, k)."""
         model = self.model
         m = len(model.effectors)
         c = self.cols.size
-        if jacobian:
+        eb = self.effector_blocks() if blocked and jacobian else None
+        jb = None
+        if eb is not None:
+            jac = None
+            rot, pos, jb = model.pose_jacobian_blocks_t(q, rows.base, eb[1], eb[2],
+                                                        eb[0].cmask)
+            jb *= self.row_w[eb[0].rix][:, :, None, None]
+        elif jacobian:
             rot, pos, jac = model.pose_jacobian_t(q, rows.base,
                                                   None if self.all_free else self.cols)
         else:
@@ -323,7 +354,7 @@ class Problem:
             if wjac is not None:
                 eye = np.broadcast_to(np.diag(w)[:, :, None], (c, c, k))
                 wjac = np.concatenate((wjac, eye))
-        return Linearised(e, pe, re, po, wjac)
+        return Linearised(e, pe, re, po, wjac if jb is None else jb)
 
     def badness(self, pe: Array, re: Array, po: Array | None = None) -> Array:
         """Per row: the largest counted error over its tolerance (below 1: converged);
