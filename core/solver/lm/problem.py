@@ -268,7 +268,8 @@ class Problem:
                 if np.array_equal(blocks.rix, 6 * effs[:, None] + np.arange(6)):
                     found = (blocks, effs, self.cols[blocks.cix])
             cache[key] = found
-        return cache[key]  # type: ignore[no-any-return]
+        out: tuple[StepBlocks, Index, Index] | None = cache[key]
+        return out
 
     @property
     def pole_count(self) -> int:
