@@ -220,7 +220,8 @@ class Preparation:
         return self.reader.finished
 
     def read(self, count: int) -> None:
-        """Read the targets (and driven bones) of the next ``count`` frames."""
+        """Read the targets (and driven bones) of the next ``count`` frames (all that are
+        left where the targets' F-curves give them: ``target_curves``)."""
         self._still = None  # between two reads the rig may have been posed
         self._read_once = channels_still(self.rig.armature)
         reader = self.reader
@@ -230,9 +231,10 @@ class Preparation:
                                             self.rig.armature)
         if reader.curves is None:
             reader.read(count)
-        else:  # nothing moves the rig: what Blender shows now, it shows on every frame
-            frames = reader.frames[reader.done:reader.done + max(count, 1)]
-            reader.read(count)
+        else:  # nothing moves the rig: what Blender shows now, it shows on every frame;
+            # the curves give every frame left at once (no frame is stepped)
+            frames = reader.frames[reader.done:]
+            reader.read(len(frames))
             if frames:
                 self.check(frames[0])
             if self.rig.driven_names:

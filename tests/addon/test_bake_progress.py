@@ -54,24 +54,43 @@ def _run(addon):
     return addon.dhik_addon.bake_run
 
 
-def test_reading_the_targets_shows_progress_in_steps(tmp_path, addon):
-    """The preparation reads the targets a chunk of frames per step (here with no time
-    to spare: one chunk), the progress grows with each step, and the current frame is
-    the user's after every step."""
+def _a_scripts_frame_handler(scene: bpy.types.Scene, depsgraph: object = None) -> None:
+    """A script's frame-change handler (it might pose the rig): the bake steps the scene
+    through the frames to read the targets (``target_curves`` is not used)."""
+
+
+@pytest.mark.parametrize("stepped", [True, False])
+def test_reading_the_targets_shows_progress_in_steps(tmp_path, addon, stepped):
+    """Stepping the scene through the frames (a script's frame handler is registered),
+    the preparation reads the targets a chunk of frames per step (here with no time to
+    spare: one chunk), the progress grows with each step, and the current frame is the
+    user's after every step. Where the targets' F-curves give them (nothing else moves
+    the rig or the targets), every frame is read in the first step."""
     _arm7(tmp_path)
     scene = bpy.context.scene
     scene.frame_set(17)
     run = _run(addon)
-    session = run.BakeSession(bpy.context, step_seconds=0.0)
-    total, seen, fractions = session.total, [0], [session.fraction()]
-    while session.stage == "prepare":
-        session.step(bpy.context)
-        assert scene.frame_current == 17
-        if session.stage == "prepare":
-            seen.append(session.frames_done)
-            fractions.append(session.fraction())
-    assert total == 240 and set(np.diff(seen)) == {run.READ_CHUNK}
-    assert len(seen) == math.ceil(total / run.READ_CHUNK)
+    handlers = bpy.app.handlers.frame_change_post
+    if stepped:
+        handlers.append(_a_scripts_frame_handler)
+    try:
+        session = run.BakeSession(bpy.context, step_seconds=0.0)
+        total, seen, fractions = session.total, [0], [session.fraction()]
+        while session.stage == "prepare":
+            session.step(bpy.context)
+            assert scene.frame_current == 17
+            if session.stage == "prepare":
+                seen.append(session.frames_done)
+                fractions.append(session.fraction())
+    finally:
+        if stepped:
+            handlers.remove(_a_scripts_frame_handler)
+    assert total == 240
+    if stepped:
+        assert set(np.diff(seen)) == {run.READ_CHUNK}
+        assert len(seen) == math.ceil(total / run.READ_CHUNK)
+    else:  # one step read them all and went on
+        assert seen == [0] and session.stage != "prepare"
     assert fractions == sorted(fractions) and fractions[-1] < 0.05 + 1e-12
     session.worker.wait()
     while not session.step(bpy.context):
