@@ -87,7 +87,8 @@ class _Target:
 
     @staticmethod
     def values(channel: list[bpy.types.FCurve | float], frames: Sequence[int]) -> Array:
-        """(F, len(channel)): each component at ``frames``."""
+        """(F, len(channel)): each component at ``frames`` (location m, Euler and
+        axis-angle rad, quaternion parts; the object's local channels)."""
         at = np.asarray(frames, dtype=float)
         return np.array([curve_values(c, at) if isinstance(c, bpy.types.FCurve)
                          else np.full(len(at), c) for c in channel], dtype=float).T
@@ -110,18 +111,17 @@ def curve_values(fc: bpy.types.FCurve, frames: Array) -> Array:
     """``fc`` evaluated at ``frames`` (F,): a key's own value on the frames it keys (what
     Blender's evaluation returns there, whatever the interpolation), ``evaluate``
     elsewhere, and throughout on a curve with modifiers or keys out of order."""
-    n = len(fc.keyframe_points)
-    if not n or len(fc.modifiers):
-        return np.array([fc.evaluate(f) for f in frames.tolist()], dtype=float)
-    co = np.empty(2 * n, dtype=np.float32)
-    fc.keyframe_points.foreach_get("co", co)
-    x, y = co[0::2].astype(float), co[1::2].astype(float)
-    if np.any(np.diff(x) <= 0.0):  # unsorted or two keys on a frame: Blender's own search
-        return np.array([fc.evaluate(f) for f in frames.tolist()], dtype=float)
-    at = np.minimum(np.searchsorted(x, frames), n - 1)
-    hit = x[at] == frames
     out = np.empty(len(frames))
-    out[hit] = y[at[hit]]
+    hit = np.zeros(len(frames), dtype=bool)
+    n = len(fc.keyframe_points)
+    if n and not len(fc.modifiers):
+        co = np.empty(2 * n, dtype=np.float32)
+        fc.keyframe_points.foreach_get("co", co)
+        x, y = co[0::2].astype(float), co[1::2].astype(float)
+        if np.all(np.diff(x) > 0.0):  # else (two keys on a frame): Blender's own search
+            at = np.minimum(np.searchsorted(x, frames), n - 1)
+            hit = x[at] == frames
+            out[hit] = y[at[hit]]
     miss = np.flatnonzero(~hit)
     out[miss] = [fc.evaluate(f) for f in frames[miss].tolist()]
     return out

@@ -331,27 +331,23 @@ class TrackReader:
         frames = self.frames[self.done:self.done + max(count, 1)]
         if self.curves is not None:  # the targets' own keys: no frame loop
             poses = self.curves.poses(frames)
-            for i, track in enumerate(self.tracks):
-                track.extend(zip(frames, poses[:, i], strict=True))
-            self.done += len(frames)
             with frame_loop(scene):  # as after a loop: the current frame evaluated again
                 scene.frame_set(current)
-            return
-        rows: list[tuple[float, ...]] = []
-        with frame_loop(scene):
-            try:
-                for f in frames:
-                    scene.frame_set(f)
-                    rows.extend(_decomposed_poses(self.depsgraph, self.targets,
-                                                  self.armature, self.bones))
-                    if self.each_frame is not None:
-                        self.each_frame(f)
-            finally:
-                scene.frame_set(current)
-        if frames and self.targets:  # the poses of every frame read, at once
+        else:
+            rows: list[tuple[float, ...]] = []
+            with frame_loop(scene):
+                try:
+                    for f in frames:
+                        scene.frame_set(f)
+                        rows.extend(_decomposed_poses(self.depsgraph, self.targets,
+                                                      self.armature, self.bones))
+                        if self.each_frame is not None:
+                            self.each_frame(f)
+                finally:
+                    scene.frame_set(current)
             poses = _rigid_rows(rows).reshape(len(frames), len(self.targets), 4, 4)
-            for i, track in enumerate(self.tracks):
-                track.extend(zip(frames, poses[:, i], strict=True))
+        for i, track in enumerate(self.tracks):  # the poses of every frame read, at once
+            track.extend(zip(frames, poses[:, i], strict=True))
         self.done += len(frames)
 
 

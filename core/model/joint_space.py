@@ -309,12 +309,7 @@ class BatchedModel:
         a = axes[cols]  # (B, N, 3, k)
         d = pos[effs][:, None] - origins[cols]  # (B, N, 3, k): from each joint to the effector
         jb = np.empty((len(effs), 6, cols.shape[1], q.shape[1]))
-        a0, a1, a2 = a[:, :, 0], a[:, :, 1], a[:, :, 2]
-        d0, d1, d2 = d[:, :, 0], d[:, :, 1], d[:, :, 2]
-        np.subtract(a1 * d2, a2 * d1, out=jb[:, 0])  # linear: axis x d
-        np.subtract(a2 * d0, a0 * d2, out=jb[:, 1])
-        np.subtract(a0 * d1, a1 * d0, out=jb[:, 2])
-        jb[:, 3:] = a.transpose(0, 2, 1, 3)
+        _axis_rows(jb, a, d)
         slide = (self.kinds[cols] == PRISMATIC) & mask
         if slide.any():  # a slider moves the effector along its axis
             s = slide[:, None, :, None]
@@ -343,17 +338,12 @@ class BatchedModel:
         (m, 3, k) (m) and the columns' world axes and origins (c, 3, k) (m)."""
         c, k, m = len(cols), pos.shape[-1], len(self._eff)
         jac = np.empty((m, 6, c, k))
-        ax0, ax1, ax2 = axes[:, 0], axes[:, 1], axes[:, 2]  # (c, k) each
         step = max(1, _CHUNK // (3 * c * k + 1))  # effectors at once: fewer, small arrays
         slide, mask, full = self._column_tables(cols)
         for e in range(0, m, step):
             out = jac[e:e + step]
             d = pos[e:e + step, None] - origins  # (g, c, 3, k): from each joint to the effector
-            d0, d1, d2 = d[:, :, 0], d[:, :, 1], d[:, :, 2]
-            np.subtract(ax1 * d2, ax2 * d1, out=out[:, 0])  # linear: axis x d
-            np.subtract(ax2 * d0, ax0 * d2, out=out[:, 1])
-            np.subtract(ax0 * d1, ax1 * d0, out=out[:, 2])
-            out[:, 3:] = axes.transpose(1, 0, 2)
+            _axis_rows(out, axes[None], d)
             if slide.size:  # a slider moves the effector along its axis
                 out[:, 0:3, slide] = axes[slide].transpose(1, 0, 2)
                 out[:, 3:, slide] = 0.0
@@ -482,3 +472,16 @@ class BatchedModel:
                                                self.lo[c:c + 3].tolist(),
                                                self.hi[c:c + 3].tolist())
         return q
+
+
+def _axis_rows(out: Array, a: Array, d: Array) -> None:
+    """A hinge's (or a rotation vector's) Jacobian columns into ``out`` (g, 6, N, k):
+    ``[a x d; a]`` from the columns' unit axes ``a`` (g or 1, N, 3, k) and the offsets
+    ``d`` (g, N, 3, k) (m) from each column's joint to the effector, both world (linear
+    rows m/rad, angular rows rad/rad)."""
+    a0, a1, a2 = a[:, :, 0], a[:, :, 1], a[:, :, 2]
+    d0, d1, d2 = d[:, :, 0], d[:, :, 1], d[:, :, 2]
+    np.subtract(a1 * d2, a2 * d1, out=out[:, 0])  # linear: axis x d
+    np.subtract(a2 * d0, a0 * d2, out=out[:, 1])
+    np.subtract(a0 * d1, a1 * d0, out=out[:, 2])
+    out[:, 3:] = a.transpose(0, 2, 1, 3)

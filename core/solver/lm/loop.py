@@ -24,6 +24,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from ..kinematics import BatchedKinematics
+from .blocks import StepBlocks
 from .problem import Index, Problem
 from .step import bounded_step
 
@@ -162,7 +163,8 @@ def levenberg_marquardt(model: BatchedKinematics, problem: Problem, q0: Array,
         cs_k = cs * (keep[:, sel] if per_row else keep)  # (c, k or 1)
         cs3 = cs_k[None] if eb is None else cs_k[eb[0].cix][:, None]  # as the Jacobian
         step = _step(problem, wa * cs3, ea, free(qa) / cs, lo_s, hi_s, wd,
-                     None if d is None else d / cs, pulled and exact_pull, blocked) * cs
+                     None if d is None else d / cs, pulled and exact_pull,
+                     None if eb is None else eb[0]) * cs
         qt = moved(qa, step)
         lt = problem.linearise(qt, ra, blocked=blocked)
         assert lt.jac is not None
@@ -225,17 +227,16 @@ def levenberg_marquardt(model: BatchedKinematics, problem: Problem, q0: Array,
 
 
 def _step(problem: Problem, jac: Array, e: Array, x: Array, lo: Array, hi: Array,
-          w: Array, d: Array | None, exact: bool, blocked: bool = False) -> Array:  # fmt: skip
+          w: Array, d: Array | None, exact: bool, given: StepBlocks | None = None
+          ) -> Array:  # fmt: skip
     """``step.bounded_step`` on the free columns (``Problem.cols``), block by block where
     the problem splits (``Problem.step_blocks``: four legs under a held body) on two rows
     or more (one block: from ``FEW_ROWS`` rows); below, the gathers cost more than they
     save (measured on the quadruped: one row 0.85x with the whole step, two 1.20x);
     ``exact``: the pull in the rows' null space (light rows: ``step.damped``);
-    ``blocked``: ``jac`` is already in the blocks (``Problem.effector_blocks``)."""
-    if blocked:
-        eb = problem.effector_blocks()
-        assert eb is not None
-        return eb[0].step_blocked(functools.partial(bounded_step, exact=exact), jac, e, x,
+    ``given``: the blocks ``jac`` is already in (``Problem.effector_blocks``)."""
+    if given is not None:
+        return given.step_blocked(functools.partial(bounded_step, exact=exact), jac, e, x,
                                   lo, hi, w, d)
     blocks = problem.step_blocks(len(e))
     k = e.shape[1]

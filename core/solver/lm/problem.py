@@ -256,11 +256,10 @@ class Problem:
         computed in these blocks alone (:meth:`linearise` ``blocked``)."""
         if self.poles is not None or self.rows.posture is not None:
             return None
-        m = len(self.model.effectors)
-        key = ("effectors", m)
+        key = "effectors"
         cache = _BLOCKS.setdefault(self.model, {})
         if key not in cache:
-            blocks = self.step_blocks(6 * m)
+            blocks = self.step_blocks(6 * len(self.model.effectors))
             found = None
             if blocks is not None and len(blocks.rix) > 1 and blocks.rix.shape[1] == 6 \
                     and blocks.rmask.all():
