@@ -89,6 +89,52 @@ def test_two_hands_on_a_shared_spine_bake_flip_free() -> None:
     assert largest_step_ratio(got, truth) < 2.0
 
 
+def test_full_pose_hands_on_a_spine_take_the_slower_greedy_track(monkeypatch) -> None:
+    """Two hands with full-pose targets on one spine (a self-motion of eight dimensions),
+    bench/self_motion.py's clip of seed 4: the cheap pass tracked from the first frame
+    turns the elbows up to 2.1x as fast as any joint of the truth (flip frames); tracked
+    from the last frame as well, the slower track is kept: no step beyond 2x the truth's
+    largest, every frame on target."""
+    import dhik.solver.path.cheap as cheap
+
+    defn = parse_skeleton(two_hands_on_a_spine())
+    hands = ["LHand", "RHand"]
+    model = BatchedModel(defn, hands)
+    truth = smooth_path(model.lo, model.hi, 600, 4)
+    got, targets, result = bake(defn, hands, truth, 1.0)
+    assert result.converged_count == 600 and not result.jumps
+    on_target(defn, result, targets, hands, (0, 300, 530, 599))
+    assert largest_step_ratio(got, truth) < 2.0
+    monkeypatch.setattr(cheap, "REVIEW", math.inf)  # the track from the first frame alone
+    ahead, _, _ = bake(defn, hands, truth, 1.0)
+    assert largest_step_ratio(ahead, truth) > 2.0
+
+
+def test_a_reversed_search_is_the_frames_backward() -> None:
+    """``Search.reversed``: the targets, held values and poles of the frames in reverse
+    order, with their own work; reversed twice, the search it came from."""
+    arm = parse_skeleton(SPINE_ARM)
+    plain = BatchedModel(arm, ["Hand"], [3])
+    model = BatchedModel(arm, ["Hand"], [3], points=pole_points(plain.chains, [0]))
+    rng = np.random.default_rng(5)
+    q = rng.uniform(-0.5, 0.5, (5, model.n))
+    held = np.where(model.held[None, :], q, 0.0)
+    poles = PoleSet.build(model, [0], rng.uniform(-1, 1, (5, 1, 3)), [0.3])
+    search = Search(model, plain.transforms(q), [(1.0, 0.5)], None, RobustOptions(), held,
+                    poles)
+    search.work[:] = 7
+    back = search.reversed()
+    assert np.array_equal(back.problem.targets, search.problem.targets[::-1])
+    assert np.array_equal(back.problem.held, search.problem.held[:, ::-1])
+    assert back.problem.poles is not None
+    assert np.array_equal(back.problem.poles.position, poles.position[::-1])
+    assert (back.problem.wp, back.problem.wr) == (search.problem.wp, search.problem.wr)
+    assert not back.work.any()
+    again = back.reversed()
+    assert np.array_equal(again.problem.rows.pos, search.problem.rows.pos)
+    assert np.array_equal(again.problem.held, search.problem.held)
+
+
 def test_two_arms_on_a_solved_turntable_do_not_flip() -> None:
     """Two arm7s on one turntable, all solved (a self-motion of three dimensions): every
     frame converged and no step beyond 2.5x the true largest (measured 2.0; before:

@@ -36,6 +36,7 @@ from .search import PathResult, Search, frame_steps, jump_frames
 Array = NDArray[np.float64]
 
 SPIKE = 2.0  # the largest step over the upper quartile of the steps, at most (see above)
+REVIEW = 1.5  # from this ratio on, the track from the last frame is tried too
 SPARSER = 2.0  # limbs apart: the at-once try's coarse frames this many times farther apart
 DENSER = 1  # chained tries more, each with coarse frames twice as dense, before the search
 
@@ -65,8 +66,44 @@ def cheap_pass(search: Search, stride: int, coarse_motion: float,
     for every, motion, at_once in tries:
         out = _cheap_once(search, every, motion, first, last, at_once)
         if out is not None:
-            return out
+            return _reviewed(search, out, (every, motion, at_once), first, last)
     return None
+
+
+def _reviewed(search: Search, out: PathResult, how: tuple[int, float, bool],
+              first: Array | None, last: Array | None) -> PathResult:  # fmt: skip
+    """``out``, or the same try tracked backward from the last frame where ``out``'s
+    largest step stands out (over ``REVIEW`` times the upper quartile of its steps) and
+    the backward track's largest step is smaller. A greedy track drifts along the
+    self-motion from where it starts: on two hands on a spine (full pose), one from the
+    first frame ends in a stretch where the elbows turn twice as fast as the targets ask,
+    while the track from the last frame stays slow there. Not where the start is given
+    (``first``: the backward track would have to end exactly on it)."""
+    ahead = _stand_out(search, out)
+    if first is not None or ahead[0] <= REVIEW * ahead[1]:
+        return out
+    back = search.reversed()
+    every, motion, at_once = how
+    rev = _cheap_once(back, every, motion, last, None, at_once)
+    work = out.iterations + back.work[::-1]
+    if rev is None or _stand_out(back, rev)[0] >= ahead[0]:
+        out.iterations = work
+        return out
+    f = search.frames
+    return PathResult(rev.q[::-1].copy(), rev.converged[::-1].copy(),
+                      rev.position_error[::-1].copy(), rev.orientation_error[::-1].copy(),
+                      sorted(f - j for j in rev.jumps), work)
+
+
+def _stand_out(search: Search, res: PathResult) -> tuple[float, float]:
+    """The largest step of ``res`` between frames the LM reached or could reach, and the
+    upper quartile of those steps (rad, m; 0 where there are three or fewer)."""
+    steps = frame_steps(search.model, res.q, search.solved)
+    hopeless = ~res.converged & _hopeless(search)
+    plain = steps[~(hopeless[1:] | hopeless[:-1])]
+    if len(plain) <= 3:
+        return 0.0, 0.0
+    return float(plain.max()), float(np.percentile(plain, 75))
 
 
 def _cheap_once(search: Search, stride: int, coarse_motion: float, first: Array | None,
@@ -127,11 +164,12 @@ def _cheap_once(search: Search, stride: int, coarse_motion: float, first: Array 
     forced = hopeless[jumps] | hopeless[jumps - 1]
     if not forced.all():
         return None
-    plain = steps[~(hopeless[1:] | hopeless[:-1])]
-    if len(plain) > 3 and plain.max() > SPIKE * np.percentile(plain, 75) + 1e-4:
+    out = PathResult(q, conv, pe, re, [int(j) for j in jumps], search.work)
+    largest, upper = _stand_out(search, out)
+    if largest > SPIKE * upper + 1e-4:
         return None
     search.report(1.0)
-    return PathResult(q, conv, pe, re, [int(j) for j in jumps], search.work)
+    return out
 
 
 def _hopeless(search: Search) -> NDArray[np.bool_]:

@@ -82,6 +82,22 @@ class Search:
         np.add.at(self.work, rows, res.iterations)
         return res.q, res.converged, res.position_error, res.orientation_error
 
+    def reversed(self) -> Search:
+        """The same search over its frames in reverse order (a new search: its own
+        ``work``, per reversed frame)."""
+        pr, model = self.problem, self.model
+        held = None
+        if pr.held is not None:
+            held = np.zeros((self.frames, model.n))
+            held[:, pr.held_cols] = pr.held.T
+            held = held[::-1]
+        back = np.arange(self.frames)[::-1]
+        out = Search(model, pr.targets[::-1], list(zip(pr.wp, pr.wr, strict=True)),
+                     self.settings, self.opts, held,
+                     None if pr.poles is None else pr.poles.frames(back))
+        out.progress, out.span, out._told = self.progress, self.span, self._told
+        return out
+
     def steps(self, a: Array, b: Array) -> Array:
         """Per pair of rows the largest motion of a solved column (k,) from ``a`` to
         ``b`` (k, n), the nearest way (rad, m)."""
