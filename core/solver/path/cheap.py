@@ -17,8 +17,10 @@ of one dimension, which its grid search handles best.) It is given up (None: the
 ``plan.solve_path``) as soon as a coarse frame is lost, and after the fill when a step
 is a jump, a frame between two reached coarse frames is missed, or the largest step
 stands out of the clip's steps (more than ``SPIKE`` times their upper quartile: a
-stretch near a singularity or a fold that another branch may avoid). Coordinates rad
-and m.
+stretch near a singularity or a fold that another branch may avoid). Where its largest
+step stands out less (over ``REVIEW`` times that quartile), the same try is also tracked
+back from the last frame and the track with the smaller largest step kept. Coordinates
+rad and m.
 """
 
 from __future__ import annotations
