@@ -166,12 +166,12 @@ def _cheap_once(search: Search, stride: int, coarse_motion: float, first: Array 
     forced = hopeless[jumps] | hopeless[jumps - 1]
     if not forced.all():
         return None
-    out = PathResult(q, conv, pe, re, [int(j) for j in jumps], search.work)
-    largest, upper = _stand_out(search, out)
+    path = PathResult(q, conv, pe, re, [int(j) for j in jumps], search.work)
+    largest, upper = _stand_out(search, path)
     if largest > SPIKE * upper + 1e-4:
         return None
     search.report(1.0)
-    return out
+    return path
 
 
 def _hopeless(search: Search) -> NDArray[np.bool_]:
