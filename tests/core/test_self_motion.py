@@ -110,6 +110,29 @@ def test_full_pose_hands_on_a_spine_take_the_slower_greedy_track(monkeypatch) ->
     assert largest_step_ratio(ahead, truth) > 2.0
 
 
+def test_a_path_solved_backward_is_turned_into_frame_order() -> None:
+    """``cheap.turned``: a path solved over reversed frames, back in frame order, has the
+    jumps the same path has when measured forward."""
+    from dhik.solver.path.cheap import turned
+    from dhik.solver.path.search import PathResult, frame_steps, jump_frames
+
+    model = BatchedModel(parse_skeleton(json.loads(Path(ARM7).read_text())), ["Tool"])
+    q = smooth_path(model.lo, model.hi, 80, 3)
+    q[37:, 2] += 1.0  # a jump into frame 37
+    q[61:, 4] -= 0.8  # and into frame 61
+    back = q[::-1]
+    jumps = [int(j) for j in jump_frames(frame_steps(model, back, ~model.held), 2.5)]
+    rev = PathResult(back, np.arange(80)[::-1] % 3 > 0, np.zeros((80, 1)),
+                     np.arange(80.0)[::-1, None], jumps)
+    work = np.arange(80, dtype=np.int64)
+    out = turned(rev, work)
+    assert np.array_equal(out.q, q) and out.iterations is work
+    assert np.array_equal(out.converged, np.arange(80) % 3 > 0)
+    assert np.array_equal(out.orientation_error[:, 0], np.arange(80.0))
+    assert out.jumps == [37, 61]
+    assert out.jumps == [int(j) for j in jump_frames(frame_steps(model, q, ~model.held), 2.5)]
+
+
 def test_a_reversed_search_is_the_frames_backward() -> None:
     """``Search.reversed``: the targets, held values and poles of the frames in reverse
     order, with their own work; reversed twice, the search it came from."""

@@ -91,10 +91,17 @@ def _reviewed(search: Search, out: PathResult, how: tuple[int, float, bool],
     if rev is None or _stand_out(back, rev)[0] >= ahead[0]:
         out.iterations = work
         return out
-    f = search.frames
-    return PathResult(rev.q[::-1].copy(), rev.converged[::-1].copy(),
-                      rev.position_error[::-1].copy(), rev.orientation_error[::-1].copy(),
-                      sorted(f - j for j in rev.jumps), work)
+    return turned(rev, work)
+
+
+def turned(res: PathResult, work: NDArray[np.int64]) -> PathResult:
+    """``res``, a path solved over its frames in reverse order, in frame order, with
+    ``work`` (F,) as its iterations: a jump into reversed frame j is the step between
+    frames F - j and F - 1 - j, a jump into frame F - j."""
+    f = len(res.q)
+    return PathResult(res.q[::-1].copy(), res.converged[::-1].copy(),
+                      res.position_error[::-1].copy(), res.orientation_error[::-1].copy(),
+                      sorted(f - j for j in res.jumps), work)
 
 
 def _stand_out(search: Search, res: PathResult) -> tuple[float, float]:
