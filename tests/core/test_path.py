@@ -457,7 +457,7 @@ def test_a_pole_the_truth_meets_is_met_on_most_frames_without_flips(seed: int) -
     the first-joint-to-target line: the truth meets it on every frame, as a rigger's
     pole by the arm): every frame converges, no step exceeds twice the truth's largest,
     and at least a third of the frames are within 1e-3 rad of the pole's half-plane (the
-    pole-free path: almost none)."""
+    pole-free path: under a tenth as many, those it passes through on its way)."""
     plain, model, truth, targets = _arm7_poled(300, seed)
     _, pos = model.pose(truth)  # (F, 1 + points, 3): the tool, the first joint, the bends
     first, bend = pos[:, 1], pos[:, 2:].mean(axis=1)
@@ -472,7 +472,39 @@ def test_a_pole_the_truth_meets_is_met_on_most_frames_without_flips(seed: int) -
     assert largest_step(model, res.q) < 2.0 * largest_step(model, truth)
     met = _arm7_swivels(model, res.q, targets, pole) < 1e-3
     free = _arm7_swivels(model, solve_path(plain, targets).q, targets, pole) < 1e-3
-    assert met.sum() >= 100 and free.sum() < 10
+    assert met.sum() >= 100 and free.sum() < 0.1 * met.sum()
+
+
+def test_a_jump_is_mended_around_it_not_by_planning_the_whole_clip(
+        monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    """A first pass that leaves a jump (arm7, 600 frames, seed 21: frames 281-284) is
+    planned again within ``MEND_FRAMES`` of it, from its own poses at either side, and
+    the whole clip is not searched again: every frame converged, no jump, no step
+    beyond twice the truth's largest, the frames away from the jump as the first pass
+    left them (but for a few its peaks' relaxing moves again)."""
+    import dhik.solver.path.plan as plan
+
+    model, truth, targets = arm7_path(600, 21)
+    from dhik.solver.settings import RobustOptions
+
+    first = solve_path(model, targets, options=RobustOptions(retries=0))
+    assert first.converged.all() and first.jumps == [281, 282, 283, 284]
+    planned: list[int] = []
+    inner = plan.ladder_path
+
+    def counting(search: Any, *args: Any, **kwargs: Any) -> PathResult:
+        planned.append(search.frames)
+        return inner(search, *args, **kwargs)
+
+    monkeypatch.setattr(plan, "ladder_path", counting)
+    res = solve_path(model, targets)
+    assert planned == [600, 2 * plan.MEND_FRAMES + 4]  # the clip, then the window
+    assert res.converged.all() and not res.jumps
+    assert largest_step(model, res.q) < 2.0 * largest_step(model, truth)
+    away = np.r_[0:281 - plan.MEND_FRAMES, 285 + plan.MEND_FRAMES:600]
+    moved = np.any(res.q[away] != first.q[away], axis=1)
+    assert moved.sum() <= 0.02 * len(away)
+    assert res.iterations.sum() > first.iterations.sum()
 
 
 @pytest.mark.parametrize("seed", [3, 6])

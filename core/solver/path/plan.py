@@ -12,6 +12,7 @@ was found there.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -25,12 +26,13 @@ from .cheap import cheap_pass
 from .fill import SLOW_STALL_WINDOW
 from .ladder import ladder_path
 from .relax import relax_peaks
-from .search import PathResult, Search, frame_steps
+from .search import PathResult, Search, frame_steps, jump_frames
 from .swing import swing_to_poles
 
 Array = NDArray[np.float64]
 
 LANE_FRAMES = 12  # fewest coarse frames per lane
+MEND_FRAMES = 128  # frames on each side of a jump planned again before the whole clip
 
 
 def solve_path(model: BatchedKinematics, targets: ArrayLike,
@@ -105,23 +107,86 @@ def _plan(model: BatchedKinematics, targets: Array,
         if progress is not None:
             progress(1.0)
         return cheap
+    def relaxed(path: PathResult) -> PathResult:
+        """Every pass's path has its peaks relaxed before it is judged (``relax``): a
+        jump the relaxing removes needs no retry."""
+        return relax_peaks(model, search.problem, path, opts.flip_factor)
+
     best = one_pass(stride, motion, lane_frames, (0.2, 1.0 if opts.retries < 1 else 0.7))
     best.iterations = best.iterations + search.work
+    best = relaxed(best)
     work = best.iterations
     for r in range(opts.retries):
         if not best.jumps and best.converged.all():
             break
         stride, motion, lane_frames = max(stride // 2, 1), motion / 2, 2 * lane_frames
-        again = one_pass(stride, motion, lane_frames, (0.7 + 0.3 * r / opts.retries,
-                                                       0.7 + 0.3 * (r + 1) / opts.retries))
+        lo, hi = 0.7 + 0.3 * r / opts.retries, 0.7 + 0.3 * (r + 1) / opts.retries
+        if best.converged.all() and _windows(best.jumps, len(targets)):
+            # jumps alone, in a small part of the clip: the frames around them first
+            cut = lo + 0.25 * (hi - lo)
+            tick = None if progress is None else (lambda x, a=lo, b=cut: progress(a + (b - a) * x))
+            mended = relaxed(_mended(model, targets, weights, settings, opts, held, best,
+                                     first, last, (stride, motion), tick))
+            work = work + mended.iterations - best.iterations  # the windows' passes
+            if _score(model, mended) < _score(model, best):
+                best = mended
+            if not best.jumps:
+                continue
+            lo = cut
+        again = relaxed(one_pass(stride, motion, lane_frames, (lo, hi)))
         work = work + again.iterations  # the pass not kept was work too
         if _score(model, again) < _score(model, best):
             best = again
     best.iterations = work
-    best = relax_peaks(model, search.problem, best, opts.flip_factor)
     if progress is not None:
         progress(1.0)
     return best
+
+
+def _mended(model: BatchedKinematics, targets: Array,
+            weights: Sequence[tuple[float, float]] | None, settings: SolverSettings | None,
+            opts: RobustOptions, held: Array | None, path: PathResult, first: Array | None,
+            last: Array | None, coarse: tuple[int, float],
+            progress: Callable[[float], None] | None) -> PathResult:  # fmt: skip
+    """``path`` (every frame converged) with the frames within ``MEND_FRAMES`` of each of
+    its jumps planned again, coarse frames ``coarse`` (stride, target motion) apart, from
+    the path's own pose on the frame before the window (else ``first``) to the pose its
+    frame after the window leads to (else ``last``): a jump that a denser search of its
+    neighbourhood avoids needs no search of the whole clip again. A new path (its jumps
+    measured again; ``iterations``: the path's and the windows' passes)."""
+    f = len(targets)
+    q, work = path.q.copy(), path.iterations.copy()
+    conv, pe, re = path.converged.copy(), path.position_error.copy(), \
+        path.orientation_error.copy()
+    windows = _windows(path.jumps, f)
+    sub_opts = replace(opts, retries=0, stride=coarse[0], coarse_motion=coarse[1])
+    for i, (a, b) in enumerate(windows):
+        tick = None if progress is None else \
+            (lambda x, i=i: progress((i + x) / len(windows)))
+        start = q[a] if a > 0 else first
+        after = q[b + 1] if b + 1 < f else last
+        part = slice(a, b + 1)
+        sub = _plan(model, targets[part], weights, settings, sub_opts, start, None, after,
+                    None if held is None else held[part], tick)
+        q[part], conv[part], pe[part], re[part] = sub.q, sub.converged, \
+            sub.position_error, sub.orientation_error
+        work[part] += sub.iterations
+    jumps = jump_frames(frame_steps(model, q, ~model.held), opts.flip_factor)
+    return PathResult(q, conv, pe, re, [int(j) for j in jumps], work)
+
+
+def _windows(jumps: Sequence[int], frames: int) -> list[tuple[int, int]]:
+    """The stretches of frames (first, last) within ``MEND_FRAMES`` of the ``jumps``,
+    joined where they meet; none where together they are half the clip or more (there
+    the whole clip is planned again at once)."""
+    out: list[tuple[int, int]] = []
+    for j in sorted(jumps):
+        a, b = max(j - MEND_FRAMES, 0), min(j + MEND_FRAMES, frames - 1)
+        if out and a <= out[-1][1] + 1:
+            out[-1] = (out[-1][0], b)
+        else:
+            out.append((a, b))
+    return out if 2 * sum(b - a + 1 for a, b in out) < frames else []
 
 
 def cheap_path(model: BatchedKinematics, targets: ArrayLike,
