@@ -477,18 +477,28 @@ def test_a_pole_the_truth_meets_is_met_on_most_frames_without_flips(seed: int) -
 
 def test_a_jump_is_mended_around_it_not_by_planning_the_whole_clip(
         monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
-    """A first pass that leaves a jump (arm7, 600 frames, seed 21: frames 281-284) is
-    planned again within ``MEND_FRAMES`` of it, from its own poses at either side, and
-    the whole clip is not searched again: every frame converged, no jump, no step
-    beyond twice the truth's largest, the frames away from the jump as the first pass
-    left them (but for a few its peaks' relaxing moves again)."""
+    """A first pass that leaves a jump (arm7, 2,000 frames, seed 10) is planned again
+    within ``MEND_FRAMES`` of it, from its own poses at either side, and the whole clip
+    is not searched again: every frame converged, no jump, no step beyond twice the
+    truth's largest, the frames away from the jump as the first pass left them (but for
+    a few its peaks' relaxing moves again). Where the windows would be over a quarter of
+    the clip, the whole clip is planned again at once."""
     import dhik.solver.path.plan as plan
-
-    model, truth, targets = arm7_path(600, 21)
     from dhik.solver.settings import RobustOptions
 
+    model, truth, targets = arm7_path(2000, 10)
     first = solve_path(model, targets, options=RobustOptions(retries=0))
-    assert first.converged.all() and first.jumps == [281, 282, 283, 284]
+    assert first.converged.all() and len(first.jumps) == 1
+    (a, b), = plan._windows(first.jumps, 2000)
+    assert (a, b) == (first.jumps[0] - plan.MEND_FRAMES, first.jumps[0] + plan.MEND_FRAMES)
+    width = 2 * plan.MEND_FRAMES + 1  # one jump's window, away from the clip's ends
+    assert plan._windows([500], 4 * width) == [(500 - plan.MEND_FRAMES,
+                                               500 + plan.MEND_FRAMES)]
+    assert plan._windows([500], 4 * width - 1) == []
+    assert plan._windows([500, 520, 900], 4000) == [(500 - plan.MEND_FRAMES,
+                                                     520 + plan.MEND_FRAMES),
+                                                    (900 - plan.MEND_FRAMES,
+                                                     900 + plan.MEND_FRAMES)]
     planned: list[int] = []
     inner = plan.ladder_path
 
@@ -498,10 +508,10 @@ def test_a_jump_is_mended_around_it_not_by_planning_the_whole_clip(
 
     monkeypatch.setattr(plan, "ladder_path", counting)
     res = solve_path(model, targets)
-    assert planned == [600, 2 * plan.MEND_FRAMES + 4]  # the clip, then the window
+    assert planned == [2000, b - a + 1]  # the clip, then the window
     assert res.converged.all() and not res.jumps
     assert largest_step(model, res.q) < 2.0 * largest_step(model, truth)
-    away = np.r_[0:281 - plan.MEND_FRAMES, 285 + plan.MEND_FRAMES:600]
+    away = np.r_[0:a, b + 1:2000]
     moved = np.any(res.q[away] != first.q[away], axis=1)
     assert moved.sum() <= 0.02 * len(away)
     assert res.iterations.sum() > first.iterations.sum()

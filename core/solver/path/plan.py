@@ -122,7 +122,7 @@ def _plan(model: BatchedKinematics, targets: Array,
         stride, motion, lane_frames = max(stride // 2, 1), motion / 2, 2 * lane_frames
         lo, hi = 0.7 + 0.3 * r / opts.retries, 0.7 + 0.3 * (r + 1) / opts.retries
         if best.converged.all() and _windows(best.jumps, len(targets)):
-            # jumps alone, in a small part of the clip: the frames around them first
+            # jumps alone, in a quarter of the clip at most: the frames around them first
             cut = lo + 0.25 * (hi - lo)
             tick = None if progress is None else (lambda x, a=lo, b=cut: progress(a + (b - a) * x))
             mended = relaxed(_mended(model, targets, weights, settings, opts, held, best,
@@ -177,8 +177,9 @@ def _mended(model: BatchedKinematics, targets: Array,
 
 def _windows(jumps: Sequence[int], frames: int) -> list[tuple[int, int]]:
     """The stretches of frames (first, last) within ``MEND_FRAMES`` of the ``jumps``,
-    joined where they meet; none where together they are half the clip or more (there
-    the whole clip is planned again at once)."""
+    joined where they meet; none where together they are over a quarter of the clip
+    (there the whole clip is planned again at once: a window's plan that leaves its jump
+    costs about its share of a denser pass, before that pass)."""
     out: list[tuple[int, int]] = []
     for j in sorted(jumps):
         a, b = max(j - MEND_FRAMES, 0), min(j + MEND_FRAMES, frames - 1)
@@ -186,7 +187,7 @@ def _windows(jumps: Sequence[int], frames: int) -> list[tuple[int, int]]:
             out[-1] = (out[-1][0], b)
         else:
             out.append((a, b))
-    return out if 2 * sum(b - a + 1 for a, b in out) < frames else []
+    return out if 4 * sum(b - a + 1 for a, b in out) <= frames else []
 
 
 def cheap_path(model: BatchedKinematics, targets: ArrayLike,
