@@ -3,7 +3,8 @@
 Frames: world; units: metres, radians. The bake knows every target in advance, so a
 trajectory is solved as one problem: candidates per coarse frame (``candidates``), the
 least-motion path through them (``ladder``), every frame filled (``fill``), its peaks
-relaxed (``relax``); with poles, that path is then swung toward them (``swing``).
+relaxed (``relax``), jumps left planned again around them or over the whole clip with
+denser coarse frames; with poles, that path is then swung toward them (``swing``).
 Frames whose step from the previous frame is still a jump (more than ``flip_factor``
 times the median step of the ten frames on each side) are reported: no continuous path
 was found there.
@@ -49,8 +50,10 @@ def solve_path(model: BatchedKinematics, targets: ArrayLike,
     ``poles`` per frame (:mod:`..lm.poles`). Returns per-frame coordinates, convergence,
     errors, and the frames where no continuous path was found. When a solve leaves
     jumps or unconverged frames, it is done again with coarse frames twice as dense
-    (``options.retries`` times) and the better answer kept. Deterministic for a given
-    ``options.seed``.
+    (``options.retries`` times) and the better answer kept: where every frame converged
+    and the frames within ``MEND_FRAMES`` of the jumps are a quarter of the clip at
+    most, those frames first (``_mended``), the whole clip only if a jump stays.
+    Deterministic for a given ``options.seed``.
 
     Where the path starts, coordinates (n,) (rad, m): ``start``, a solution of the first
     frame (the last frame of the part of a trajectory solved before); else, with
@@ -107,6 +110,7 @@ def _plan(model: BatchedKinematics, targets: Array,
         if progress is not None:
             progress(1.0)
         return cheap
+
     def relaxed(path: PathResult) -> PathResult:
         """Every pass's path has its peaks relaxed before it is judged (``relax``): a
         jump the relaxing removes needs no retry."""
