@@ -301,9 +301,10 @@ class BatchedModel:
                                cols: NDArray[np.intp], mask: NDArray[np.bool_]
                                ) -> tuple[Array, Array, Array]:  # fmt: skip
         """:meth:`pose_jacobian_t` with the Jacobian only where limbs apart need it:
-        per block b (B, 6, N, k) the rows of effector ``effs[b]`` and the columns
-        ``cols[b]`` (N,) (model columns), zero where ``mask[b]`` (N,) is False (padding).
-        Four legs of 9 columns: a quarter of the products of the dense (4, 6, 36, k)."""
+        per block b (B, 6, N, k) the world rows ``[linear (m/unit); angular (rad/unit)]``
+        of effector ``effs[b]`` and the columns ``cols[b]`` (N,) (model columns), zero
+        where ``mask[b]`` (N,) is False (padding). Four legs of 9 columns: a quarter of
+        the products of the dense (4, 6, 36, k)."""
         rot, pos, axes, origins = self._forward(q, True, base)
         assert axes is not None and origins is not None
         a = axes[cols]  # (B, N, 3, k)

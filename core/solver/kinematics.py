@@ -162,9 +162,9 @@ class BatchedKinematics(Protocol):
     def pose_jacobian_blocks_t(self, q: Array, base: Array | None, effs: NDArray[np.intp],
                                cols: NDArray[np.intp], mask: NDArray[np.bool_]
                                ) -> tuple[Array, Array, Array]:  # fmt: skip
-        """``pose_t(q)`` and the Jacobian in blocks (B, 6, N, k): block b the rows of
-        effector ``effs[b]`` and the columns ``cols[b]`` (N,), zero where ``mask[b]`` is
-        False (padding)."""
+        """``pose_t(q)`` and the world Jacobian in blocks (B, 6, N, k), rows ``[linear
+        (m/unit); angular (rad/unit)]``: block b the rows of effector ``effs[b]`` and the
+        columns ``cols[b]`` (N,), zero where ``mask[b]`` is False (padding)."""
         ...
 
     def reach_t(self, q: Array, base: Array | None = None) -> tuple[Array, Array]:
