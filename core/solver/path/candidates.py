@@ -4,13 +4,14 @@ On a redundant chain (more solved columns than counted error rows) a few columns
 locked in turn, each on a grid of values over its range; every cell holds a track in
 which the other columns solve the rest. All tracks advance together, one batch per
 coarse frame, from their linear extrapolation, pulled toward their previous solution
-(least motion). Dead cells grow back from live tracks whose value of the locked column is
-near (the self-motion manifold grown along itself, each grid filling in where another
-folds) and from random restarts now and then. Segments of the coarse frames are tracked
-side by side (lanes) both ways where the self-motion has one dimension; with more a grid
-cell is not a point, lanes would meet where their tracks differ, and the whole clip is
-one lane. Without redundancy the cells are the branches found by restarts. Frames:
-world; coordinates rad and m.
+(least motion; with a self-motion of more than one dimension, toward a point
+``MIDDLE_PULL`` of the way from it to the middle of the joints' ranges). Dead cells grow
+back from live tracks whose value of the locked column is near (the self-motion manifold
+grown along itself, each grid filling in where another folds) and from random restarts
+now and then. Segments of the coarse frames are tracked side by side (lanes) both ways
+where the self-motion has one dimension; with more a grid cell is not a point, lanes
+would meet where their tracks differ, and the whole clip is one lane. Without redundancy
+the cells are the branches found by restarts. Frames: world; coordinates rad and m.
 """
 
 from __future__ import annotations
@@ -39,6 +40,13 @@ LATERAL_SWEEPS = 1  # rounds of growing dead cells from live tracks per frame
 LATERAL_SOURCES = 1  # live tracks each dead cell is tried from
 LATERAL_ITERATIONS = 8  # LM budget of a lateral start
 LATERAL_WAIT = 3  # coarse frames a cell that failed to grow waits
+# where the self-motion has more than one dimension, a grid cell is not a point and a
+# track pulled toward its last pose alone (least motion) drifts along it into a limit,
+# where it dies or pins the path to a stretch that must later jump: there each tracking
+# step is pulled this share of the way toward the middle of the joints' ranges instead
+# (a posture in the targets' null space; bench/self_motion.py's two arm7s on a solved
+# turntable, 30 clips: flip frames 715 -> 70, largest ratio 54 -> 4.0)
+MIDDLE_PULL = 0.3
 # the share (0..1) of a search's progress the grid tracks take (the ladder's bookkeeping
 # and its rounds follow: ladder.py)
 GRID_SHARE = 0.55
@@ -145,6 +153,7 @@ class GridTracks:
         oks = np.zeros((len(frames), slots), dtype=bool)
         lengths = np.array([len(lane) for lane in lanes])
         steps = int(lengths.max())
+        middle = MIDDLE_PULL if sr.redundancy() > 1 else 0.0
         for i in range(steps):
             sr.report(GRID_SHARE * i / steps)
             running = i < lengths
@@ -163,7 +172,7 @@ class GridTracks:
                     pred = np.clip(q[alive] + back, model.lo, model.hi)
                     rows = np.concatenate([alive, lat])
                     start = np.vstack([pred, lat_starts])
-                    pull = np.vstack([q[alive], lat_starts])
+                    pull = np.vstack([sr.toward_middle(q[alive], middle), lat_starts])
                     fz = None if frozen is None else frozen[rows]
                     sol, good, _, _ = sr.lm(slot_frame[rows], start, pull, None, fz)
                     prev[alive] = q[alive]

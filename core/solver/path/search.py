@@ -44,6 +44,8 @@ class Search:
         finite = np.isfinite(lo) & np.isfinite(hi)
         self.mid = 0.5 * (np.where(finite, lo, 0.0) + np.where(finite, hi, 0.0))
         self.finite = finite
+        # hinges and sliders with a range (rotation vectors' bounds are no joint's range)
+        self.ranged = finite & (hi > lo) & (model.kinds != ROTVEC) & ~model.held
         # the range a locked column is gridded over: its limits, or a turn for a hinge
         # or rotation-vector coordinate without limits (sliders without limits are never
         # locked)
@@ -132,6 +134,11 @@ class Search:
         half = np.where(ranged, 0.5 * (np.where(ranged, self.model.hi, 1.0)
                                        - np.where(ranged, self.model.lo, -1.0)), np.inf)
         return np.min(1.0 - np.abs(q - self.mid) / half, axis=1)
+
+    def toward_middle(self, q: Array, share: float) -> Array:
+        """``q`` (k, n) moved ``share`` (0..1) of the way toward the middle of each
+        ranged hinge's or slider's limits (rad, m); the other columns stay."""
+        return np.where(self.ranged, q + share * (self.mid - q), q)
 
     def motion(self) -> Array:
         """Per step between frames (F-1,) the targets' motion: position over the chain's
