@@ -3,11 +3,11 @@
 Frames: world; units: metres, radians. The bake knows every target in advance, so a
 trajectory is solved as one problem: candidates per coarse frame (``candidates``), the
 least-motion path through them (``ladder``), every frame filled (``fill``), its peaks
-relaxed (``relax``), jumps left planned again around them or over the whole clip with
-denser coarse frames; with poles, that path is then swung toward them (``swing``).
-Frames whose step from the previous frame is still a jump (more than ``flip_factor``
-times the median step of the ten frames on each side) are reported: no continuous path
-was found there.
+relaxed (``relax``), jumps and steps that stand out of the clip's left planned again
+around them or over the whole clip with denser coarse frames; with poles, that path is
+then swung toward them (``swing``). Frames whose step from the previous frame is still a
+jump (more than ``flip_factor`` times the median step of the ten frames on each side)
+are reported: no continuous path was found there.
 """
 
 from __future__ import annotations
@@ -23,11 +23,11 @@ from ..lm.loop import levenberg_marquardt
 from ..lm.poles import PoleSet
 from ..lm.problem import Problem
 from ..settings import RobustOptions, SolverSettings
-from .cheap import cheap_pass
+from .cheap import SPIKE, cheap_pass
 from .fill import SLOW_STALL_WINDOW
 from .ladder import ladder_path
 from .relax import relax_peaks
-from .search import PathResult, Search, frame_steps, jump_frames
+from .search import PathResult, Search, frame_steps, jump_frames, standing_out
 from .swing import swing_to_poles
 
 Array = NDArray[np.float64]
@@ -49,10 +49,11 @@ def solve_path(model: BatchedKinematics, targets: ArrayLike,
     frame (rad, m; None: the T-pose), which the path keeps and its motion leaves out;
     ``poles`` per frame (:mod:`..lm.poles`). Returns per-frame coordinates, convergence,
     errors, and the frames where no continuous path was found. When a solve leaves
-    jumps or unconverged frames, it is done again with coarse frames twice as dense
-    (``options.retries`` times) and the better answer kept: where every frame converged
-    and the frames within ``MEND_FRAMES`` of the jumps are a quarter of the clip at
-    most, those frames first (``_mended``), the whole clip only if a jump stays.
+    jumps, steps that stand out of the clip's (``_rough``) or unconverged frames, it is
+    done again with coarse frames twice as dense (``options.retries`` times) and the
+    better answer kept: where every frame converged and the frames within
+    ``MEND_FRAMES`` of the rough ones are a quarter of the clip at most, those frames
+    first (``_mended``), the whole clip only if one stays.
     Deterministic for a given ``options.seed``.
 
     Where the path starts, coordinates (n,) (rad, m): ``start``, a solution of the first
@@ -121,20 +122,21 @@ def _plan(model: BatchedKinematics, targets: Array,
     best = relaxed(best)
     work = best.iterations
     for r in range(opts.retries):
-        if not best.jumps and best.converged.all():
+        rough = _rough(model, best)
+        if not rough and best.converged.all():
             break
         stride, motion, lane_frames = max(stride // 2, 1), motion / 2, 2 * lane_frames
         lo, hi = 0.7 + 0.3 * r / opts.retries, 0.7 + 0.3 * (r + 1) / opts.retries
-        if best.converged.all() and _windows(best.jumps, len(targets)):
-            # jumps alone, in a quarter of the clip at most: the frames around them first
+        if best.converged.all() and _windows(rough, len(targets)):
+            # rough frames alone, in a quarter of the clip at most: the frames around them
             cut = lo + 0.25 * (hi - lo)
             tick = None if progress is None else (lambda x, a=lo, b=cut: progress(a + (b - a) * x))
             mended = relaxed(_mended(model, targets, weights, settings, opts, held, best,
-                                     first, last, (stride, motion), tick))
+                                     rough, first, last, (stride, motion), tick))
             work = work + mended.iterations - best.iterations  # the windows' passes
             if _score(model, mended) < _score(model, best):
                 best = mended
-            if not best.jumps:
+            if not _rough(model, best):
                 continue
             lo = cut
         again = relaxed(one_pass(stride, motion, lane_frames, (lo, hi)))
@@ -149,20 +151,21 @@ def _plan(model: BatchedKinematics, targets: Array,
 
 def _mended(model: BatchedKinematics, targets: Array,
             weights: Sequence[tuple[float, float]] | None, settings: SolverSettings | None,
-            opts: RobustOptions, held: Array | None, path: PathResult, first: Array | None,
-            last: Array | None, coarse: tuple[int, float],
+            opts: RobustOptions, held: Array | None, path: PathResult, rough: list[int],
+            first: Array | None, last: Array | None, coarse: tuple[int, float],
             progress: Callable[[float], None] | None) -> PathResult:  # fmt: skip
     """``path`` (every frame converged) with the frames within ``MEND_FRAMES`` of each of
-    its jumps planned again, coarse frames ``coarse`` (stride, target motion) apart, from
-    the path's own pose on the frame before the window (else ``first``) to the pose its
-    frame after the window leads to (else ``last``): a jump that a denser search of its
-    neighbourhood avoids needs no search of the whole clip again. A new path (its jumps
+    its ``rough`` frames (:func:`_rough`) planned again, coarse frames ``coarse``
+    (stride, target motion) apart, from the path's own pose on the frame before the
+    window (else ``first``) to the pose its frame after the window leads to (else
+    ``last``): a jump or swing that a denser search of its neighbourhood avoids needs no
+    search of the whole clip again. A new path (its jumps
     measured again; ``iterations``: the path's and the windows' passes)."""
     f = len(targets)
     q, work = path.q.copy(), path.iterations.copy()
     conv, pe, re = path.converged.copy(), path.position_error.copy(), \
         path.orientation_error.copy()
-    windows = _windows(path.jumps, f)
+    windows = _windows(rough, f)
     sub_opts = replace(opts, retries=0, stride=coarse[0], coarse_motion=coarse[1])
     for i, (a, b) in enumerate(windows):
         tick = None if progress is None else \
@@ -179,13 +182,23 @@ def _mended(model: BatchedKinematics, targets: Array,
     return PathResult(q, conv, pe, re, [int(j) for j in jumps], work)
 
 
-def _windows(jumps: Sequence[int], frames: int) -> list[tuple[int, int]]:
-    """The stretches of frames (first, last) within ``MEND_FRAMES`` of the ``jumps``,
+def _rough(model: BatchedKinematics, path: PathResult) -> list[int]:
+    """The frames a retry plans again: ``path``'s jumps, and the frames whose step stands
+    out of the clip's (over ``SPIKE`` times the upper quartile of its steps, the cheap
+    pass's test): a fast swing along the self-motion that no step to its neighbours
+    shows (arm7 full pose, 50 random 2,000-frame paths: 3 that flipped, each with such a
+    stretch, up to 2.6x the true largest step; none after the retry)."""
+    steps = frame_steps(model, path.q, ~model.held)
+    return sorted(set(path.jumps) | {int(j) for j in standing_out(steps, SPIKE)})
+
+
+def _windows(rough: Sequence[int], frames: int) -> list[tuple[int, int]]:
+    """The stretches of frames (first, last) within ``MEND_FRAMES`` of the ``rough`` ones,
     joined where they meet; none where together they are over a quarter of the clip
     (there the whole clip is planned again at once: a window's plan that leaves its jump
     costs about its share of a denser pass, before that pass)."""
     out: list[tuple[int, int]] = []
-    for j in sorted(jumps):
+    for j in sorted(rough):
         a, b = max(j - MEND_FRAMES, 0), min(j + MEND_FRAMES, frames - 1)
         if out and a <= out[-1][1] + 1:
             out[-1] = (out[-1][0], b)

@@ -266,3 +266,13 @@ def jump_frames(steps: Array, factor: float, window: int = 10) -> Index:
         return np.zeros(0, dtype=np.intp)
     local = local_steps(steps, window)
     return np.flatnonzero(steps > np.maximum(factor * local, 1e-4)) + 1
+
+
+def standing_out(steps: Array, factor: float) -> Index:
+    """Frames whose step (``steps`` (F-1,), into frame i + 1; rad or m) exceeds
+    ``factor`` times the upper quartile of all the clip's steps (and 1e-4): a fast stretch
+    the clip's other motion does not explain, which :func:`jump_frames` does not see where
+    the steps around it are as fast. None with three steps or fewer."""
+    if len(steps) <= 3:
+        return np.zeros(0, dtype=np.intp)
+    return np.flatnonzero(steps > factor * float(np.percentile(steps, 75)) + 1e-4) + 1
