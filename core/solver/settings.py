@@ -62,5 +62,7 @@ class RobustOptions:
     power: float = 8.0  # path cost: sum over frames of the largest column step^power
     path_rounds: int = 100  # lazy path search: rounds of filling the chosen edges
     flip_factor: float = 2.5  # a step this many times its neighbours' median: a jump
-    retries: int = 1  # passes with coarse frames twice as dense, after jumps
+    # passes, each with coarse frames twice as dense as the one before, while jumps,
+    # steps that stand out or reachable frames missed remain (path/plan.py)
+    retries: int = 2
     window: int = 20_000  # frames planned at a time (memory stays bounded)

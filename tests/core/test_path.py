@@ -22,7 +22,7 @@ import pytest
 from dhik.app.formats import load_skeleton, parse_skeleton
 from dhik.model.joint_space import BatchedModel
 from dhik.model.skeleton import Skeleton
-from dhik.solver.lm import ENGINE_SETTINGS, PoleSet, pole_points, solve_many
+from dhik.solver.lm import ENGINE_SETTINGS, PoleSet, Problem, pole_points, solve_many
 from dhik.solver.lm import loop as lm_loop
 from dhik.solver.path import PathResult, solve_path
 from fixtures import ARM7, check_answers, smooth_path, swivel
@@ -532,6 +532,49 @@ def test_a_jump_is_mended_around_it_not_by_planning_the_whole_clip(
     moved = np.any(res.q[away] != first.q[away], axis=1)
     assert moved.sum() <= 0.02 * len(away)
     assert res.iterations.sum() > first.iterations.sum()
+
+
+def test_a_jump_the_first_retry_leaves_gets_a_denser_one() -> None:
+    """arm7, 600 frames, seed 12: the shoulder passes near J2 = 0, where the first pass
+    and its retry (coarse frames twice as dense) leave a jump; the second retry (four
+    times as dense) finds the continuous path: no jump, largest step 1.23x the truth's.
+    With one retry a jump stays."""
+    from dhik.solver.settings import RobustOptions
+
+    model, truth, targets = arm7_path(600, 12)
+    res = solve_path(model, targets)
+    assert res.converged.all() and not res.jumps
+    assert largest_step(model, res.q) < 1.5 * largest_step(model, truth)
+    assert solve_path(model, targets, options=RobustOptions(retries=1)).jumps
+
+
+@pytest.mark.parametrize(("seed", "passes"), [(3, 1), (7, 2)])
+def test_frames_out_of_reach_are_not_planned_again(monkeypatch: pytest.MonkeyPatch,
+                                                   seed: int, passes: int) -> None:  # fmt: skip
+    """arm7, 600 frames, frames 200-259 moved 3x as far from the base. Seed 3: every one
+    of them lies beyond the arm's reach (``Problem.out_of_reach``), no pass can reach
+    them and the jumps into and out of them are the targets' doing: the clip is planned
+    once. Seed 7: 29 of them lie within reach but are not reached: one denser pass,
+    not the two a jump on a clip solved everywhere gets."""
+    import dhik.solver.path.plan as plan
+
+    model, _, targets = arm7_path(600, seed)
+    targets = targets.copy()
+    targets[200:260, :, :3, 3] *= 3.0
+    planned: list[int] = []
+    inner = plan.ladder_path
+
+    def counting(search: Any, *args: Any, **kwargs: Any) -> PathResult:
+        planned.append(search.frames)
+        return inner(search, *args, **kwargs)
+
+    monkeypatch.setattr(plan, "ladder_path", counting)
+    res = solve_path(model, targets)
+    assert planned == [600] * passes
+    assert res.converged[:200].all() and res.converged[260:].all()
+    far = Problem(model, targets, None).out_of_reach()
+    assert far[200:260].all() == (seed == 3) and not far[:200].any()
+    assert (~res.converged).sum() == (60 if seed == 3 else 29)
 
 
 @pytest.mark.parametrize("seed", [3, 6])

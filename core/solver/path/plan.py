@@ -49,11 +49,13 @@ def solve_path(model: BatchedKinematics, targets: ArrayLike,
     frame (rad, m; None: the T-pose), which the path keeps and its motion leaves out;
     ``poles`` per frame (:mod:`..lm.poles`). Returns per-frame coordinates, convergence,
     errors, and the frames where no continuous path was found. When a solve leaves
-    jumps, steps that stand out of the clip's (``_rough``) or unconverged frames, it is
-    done again with coarse frames twice as dense (``options.retries`` times) and the
-    better answer kept: where every frame converged and the frames within
-    ``MEND_FRAMES`` of the rough ones are a quarter of the clip at most, those frames
-    first (``_mended``), the whole clip only if one stays.
+    jumps, steps that stand out of the clip's (``_rough``) or unconverged frames within
+    reach, it is done again with coarse frames twice as dense (up to
+    ``options.retries`` times, denser each time; once only while frames within reach stay
+    unconverged) and the better answer kept: where every
+    reachable frame converged and the frames within ``MEND_FRAMES`` of the rough ones
+    are a quarter of the clip at most, those frames first (``_mended``), the whole clip
+    only if one stays.
     Deterministic for a given ``options.seed``.
 
     Where the path starts, coordinates (n,) (rad, m): ``start``, a solution of the first
@@ -121,13 +123,18 @@ def _plan(model: BatchedKinematics, targets: Array,
     best.iterations = best.iterations + search.work
     best = relaxed(best)
     work = best.iterations
+    far = search.problem.out_of_reach()  # frames no pass can converge on
     for r in range(opts.retries):
-        rough = _rough(model, best)
-        if not rough and best.converged.all():
+        rough = _rough(model, best, far)
+        missed = not (best.converged | far).all()  # a reachable frame not reached
+        # missed frames get one denser pass (a second one seldom reaches them, and a clip
+        # whose targets leave the chain's workspace would pay it in full); jumps and
+        # swings on a clip solved everywhere get them all
+        if (not rough and not missed) or (missed and r > 0):
             break
         stride, motion, lane_frames = max(stride // 2, 1), motion / 2, 2 * lane_frames
         lo, hi = 0.7 + 0.3 * r / opts.retries, 0.7 + 0.3 * (r + 1) / opts.retries
-        if best.converged.all() and _windows(rough, len(targets)):
+        if not missed and _windows(rough, len(targets)):
             # rough frames alone, in a quarter of the clip at most: the frames around them
             cut = lo + 0.25 * (hi - lo)
             tick = None if progress is None else (lambda x, a=lo, b=cut: progress(a + (b - a) * x))
@@ -136,7 +143,7 @@ def _plan(model: BatchedKinematics, targets: Array,
             work = work + mended.iterations - best.iterations  # the windows' passes
             if _score(model, mended) < _score(model, best):
                 best = mended
-            if not _rough(model, best):
+            if not _rough(model, best, far):
                 continue
             lo = cut
         again = relaxed(one_pass(stride, motion, lane_frames, (lo, hi)))
@@ -154,9 +161,9 @@ def _mended(model: BatchedKinematics, targets: Array,
             opts: RobustOptions, held: Array | None, path: PathResult, rough: list[int],
             first: Array | None, last: Array | None, coarse: tuple[int, float],
             progress: Callable[[float], None] | None) -> PathResult:  # fmt: skip
-    """``path`` (every frame converged) with the frames within ``MEND_FRAMES`` of each of
-    its ``rough`` frames (:func:`_rough`) planned again, coarse frames ``coarse``
-    (stride, target motion) apart, from the path's own pose on the frame before the
+    """``path`` (every reachable frame converged) with the frames within ``MEND_FRAMES``
+    of each of its ``rough`` frames (:func:`_rough`) planned again, coarse frames
+    ``coarse`` (stride, target motion) apart, from the path's own pose on the frame before the
     window (else ``first``) to the pose its frame after the window leads to (else
     ``last``): a jump or swing that a denser search of its neighbourhood avoids needs no
     search of the whole clip again. A new path (its jumps
@@ -182,14 +189,16 @@ def _mended(model: BatchedKinematics, targets: Array,
     return PathResult(q, conv, pe, re, [int(j) for j in jumps], work)
 
 
-def _rough(model: BatchedKinematics, path: PathResult) -> list[int]:
+def _rough(model: BatchedKinematics, path: PathResult, far: NDArray[np.bool_]) -> list[int]:
     """The frames a retry plans again: ``path``'s jumps, and the frames whose step stands
     out of the clip's (over ``SPIKE`` times the upper quartile of its steps, the cheap
     pass's test): a fast swing along the self-motion that no step to its neighbours
     shows (arm7 full pose, 50 random 2,000-frame paths: 3 that flipped, each with such a
-    stretch, up to 2.6x the true largest step; none after the retry)."""
+    stretch, up to 2.6x the true largest step; none after the retry). Not a step into or
+    out of a frame ``far`` (F,) marks out of reach: the targets force those."""
     steps = frame_steps(model, path.q, ~model.held)
-    return sorted(set(path.jumps) | {int(j) for j in standing_out(steps, SPIKE)})
+    rough = set(path.jumps) | {int(j) for j in standing_out(steps, SPIKE)}
+    return sorted(j for j in rough if not (far[j] or far[j - 1]))
 
 
 def _windows(rough: Sequence[int], frames: int) -> list[tuple[int, int]]:
