@@ -50,13 +50,12 @@ def solve_path(model: BatchedKinematics, targets: ArrayLike,
     ``poles`` per frame (:mod:`..lm.poles`). Returns per-frame coordinates, convergence,
     errors, and the frames where no continuous path was found. When a solve leaves
     jumps, steps that stand out of the clip's (``_rough``) or unconverged frames within
-    reach, it is done again with coarse frames twice as dense (up to
-    ``options.retries`` times, denser each time; once only while frames within reach stay
-    unconverged) and the better answer kept: where every
-    reachable frame converged and the frames within ``MEND_FRAMES`` of the rough ones
-    are a quarter of the clip at most, those frames first (``_mended``), the whole clip
-    only if one stays.
-    Deterministic for a given ``options.seed``.
+    reach, it is done again with coarse frames twice as dense (up to ``options.retries``
+    times, denser each time; once only while frames within reach stay unconverged) and
+    the better answer kept: where every reachable frame converged and the frames within
+    ``MEND_FRAMES`` of the rough ones are a quarter of the clip at most, those frames
+    first (``_mended``), the whole clip only if one stays. Deterministic for a given
+    ``options.seed``.
 
     Where the path starts, coordinates (n,) (rad, m): ``start``, a solution of the first
     frame (the last frame of the part of a trajectory solved before); else, with
@@ -163,11 +162,11 @@ def _mended(model: BatchedKinematics, targets: Array,
             progress: Callable[[float], None] | None) -> PathResult:  # fmt: skip
     """``path`` (every reachable frame converged) with the frames within ``MEND_FRAMES``
     of each of its ``rough`` frames (:func:`_rough`) planned again, coarse frames
-    ``coarse`` (stride, target motion) apart, from the path's own pose on the frame before the
-    window (else ``first``) to the pose its frame after the window leads to (else
-    ``last``): a jump or swing that a denser search of its neighbourhood avoids needs no
-    search of the whole clip again. A new path (its jumps
-    measured again; ``iterations``: the path's and the windows' passes)."""
+    ``coarse`` (stride, target motion) apart, from the path's own pose on the frame
+    before the window (else ``first``) to the pose its frame after the window leads to
+    (else ``last``): a jump or swing that a denser search of its neighbourhood avoids
+    needs no search of the whole clip again. A new path (its jumps measured again;
+    ``iterations``: the path's and the windows' passes)."""
     f = len(targets)
     q, work = path.q.copy(), path.iterations.copy()
     conv, pe, re = path.converged.copy(), path.position_error.copy(), \
