@@ -492,6 +492,22 @@ def test_a_swing_that_stands_out_is_planned_again(monkeypatch: pytest.MonkeyPatc
     assert largest_step(model, once.q) > 2.0 * largest_step(model, truth)
 
 
+def planned_passes(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """A list that every pass of ``solve_path``'s planner (``plan.ladder_path``) appends
+    its frame count to."""
+    import dhik.solver.path.plan as plan
+
+    planned: list[int] = []
+    inner = plan.ladder_path
+
+    def counting(search: Any, *args: Any, **kwargs: Any) -> PathResult:
+        planned.append(search.frames)
+        return inner(search, *args, **kwargs)
+
+    monkeypatch.setattr(plan, "ladder_path", counting)
+    return planned
+
+
 def test_a_jump_is_mended_around_it_not_by_planning_the_whole_clip(
         monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
     """A first pass that leaves a jump (arm7, 2,000 frames, seed 10) is planned again
@@ -516,14 +532,7 @@ def test_a_jump_is_mended_around_it_not_by_planning_the_whole_clip(
                                                      520 + plan.MEND_FRAMES),
                                                     (900 - plan.MEND_FRAMES,
                                                      900 + plan.MEND_FRAMES)]
-    planned: list[int] = []
-    inner = plan.ladder_path
-
-    def counting(search: Any, *args: Any, **kwargs: Any) -> PathResult:
-        planned.append(search.frames)
-        return inner(search, *args, **kwargs)
-
-    monkeypatch.setattr(plan, "ladder_path", counting)
+    planned = planned_passes(monkeypatch)
     res = solve_path(model, targets)
     assert planned == [2000, b - a + 1]  # the clip, then the window
     assert res.converged.all() and not res.jumps
@@ -556,19 +565,10 @@ def test_frames_out_of_reach_are_not_planned_again(monkeypatch: pytest.MonkeyPat
     them and the jumps into and out of them are the targets' doing: the clip is planned
     once. Seed 7: 29 of them lie within reach but are not reached: one denser pass,
     not the two a jump on a clip solved everywhere gets."""
-    import dhik.solver.path.plan as plan
-
     model, _, targets = arm7_path(600, seed)
     targets = targets.copy()
     targets[200:260, :, :3, 3] *= 3.0
-    planned: list[int] = []
-    inner = plan.ladder_path
-
-    def counting(search: Any, *args: Any, **kwargs: Any) -> PathResult:
-        planned.append(search.frames)
-        return inner(search, *args, **kwargs)
-
-    monkeypatch.setattr(plan, "ladder_path", counting)
+    planned = planned_passes(monkeypatch)
     res = solve_path(model, targets)
     assert planned == [600] * passes
     assert res.converged[:200].all() and res.converged[260:].all()
