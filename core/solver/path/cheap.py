@@ -33,7 +33,7 @@ from numpy.typing import NDArray
 from ..lm.loop import levenberg_marquardt
 from ..lm.solve import solve_many
 from .fill import FILL_LEVELS, SLOW_STALL_WINDOW, Fill, Filler
-from .search import PathResult, Search, frame_steps, jump_frames
+from .search import PathResult, Search, frame_steps, jump_frames, standing_out
 
 Array = NDArray[np.float64]
 
@@ -104,12 +104,17 @@ def turned(res: PathResult, work: NDArray[np.int64]) -> PathResult:
                       sorted(f - j for j in res.jumps), work)
 
 
-def _stand_out(search: Search, res: PathResult) -> tuple[float, float]:
-    """The largest step of ``res`` between frames the LM reached or could reach, and the
-    upper quartile of those steps (rad, m; 0 where there are three or fewer)."""
+def _plain_steps(search: Search, res: PathResult) -> Array:
+    """The steps of ``res`` between frames the LM reached or could reach (rad, m)."""
     steps = frame_steps(search.model, res.q, search.solved)
     hopeless = ~res.converged & _hopeless(search)
-    plain = steps[~(hopeless[1:] | hopeless[:-1])]
+    return steps[~(hopeless[1:] | hopeless[:-1])]
+
+
+def _stand_out(search: Search, res: PathResult) -> tuple[float, float]:
+    """The largest of :func:`_plain_steps` and their upper quartile (rad, m; 0 where
+    there are three or fewer)."""
+    plain = _plain_steps(search, res)
     if len(plain) <= 3:
         return 0.0, 0.0
     return float(plain.max()), float(np.percentile(plain, 75))
@@ -174,8 +179,7 @@ def _cheap_once(search: Search, stride: int, coarse_motion: float, first: Array 
     if not forced.all():
         return None
     path = PathResult(q, conv, pe, re, [int(j) for j in jumps], search.work)
-    largest, upper = _stand_out(search, path)
-    if largest > SPIKE * upper + 1e-4:
+    if standing_out(_plain_steps(search, path), SPIKE).size:
         return None
     search.report(1.0)
     return path
