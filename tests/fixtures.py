@@ -145,6 +145,23 @@ def smooth_path(lo: np.ndarray, hi: np.ndarray, frames: int, seed: int) -> np.nd
     return mid + 0.6 * half * np.sin(2 * math.pi * periods * t + phase)
 
 
+def arm7_path(frames: int, seed: int) -> tuple[Any, np.ndarray, np.ndarray]:
+    """A smooth arm7 joint path (``smooth_path``), the batched model (effector "Tool")
+    and its targets (frames, 1, 4, 4), world metres."""
+    from dhik.app.formats import load_skeleton
+    from dhik.model.joint_space import BatchedModel
+
+    model = BatchedModel(load_skeleton(ARM7), ["Tool"])
+    truth = smooth_path(model.lo, model.hi, frames, seed)
+    return model, truth, model.transforms(truth)
+
+
+def largest_step(model: Any, q: np.ndarray) -> float:
+    """The largest per-frame motion of any column of ``q`` (F, n), the nearest way
+    (``model.difference``: a rotation vector's other vector is no motion) (rad, m)."""
+    return float(np.abs(model.difference(q[:-1], q[1:])).max())
+
+
 def random_tree(rng: np.random.Generator, count: int = 9) -> tuple[Any, list[str]]:
     """A random ``SkeletonDef`` of every joint type and its two leaves (the effectors):
     hinges and sliders on random or coordinate axes (some limited), a spherical joint with

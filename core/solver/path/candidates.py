@@ -8,10 +8,12 @@ coarse frame, from their linear extrapolation, pulled toward their previous solu
 ``MIDDLE_PULL`` of the way from it to the middle of the joints' ranges). Dead cells grow
 back from live tracks whose value of the locked column is near (the self-motion manifold
 grown along itself, each grid filling in where another folds) and from random restarts
-now and then. Segments of the coarse frames are tracked side by side (lanes) both ways
-where the self-motion has one dimension; with more a grid cell is not a point, lanes
-would meet where their tracks differ, and the whole clip is one lane. Without redundancy
-the cells are the branches found by restarts. Frames: world; coordinates rad and m.
+now and then. A quick pass (a first one, with a retry behind it) stops the tracks of a
+self-motion of one dimension that converge slowly (``QUICK_BUDGET``). Segments of the
+coarse frames are tracked side by side (lanes) both ways where the self-motion has one
+dimension; with more a grid cell is not a point, lanes would meet where their tracks
+differ, and the whole clip is one lane. Without redundancy the cells are the branches
+found by restarts. Frames: world; coordinates rad and m.
 """
 
 from __future__ import annotations
@@ -33,6 +35,9 @@ LANES = 8  # segments of the coarse frames tracked side by side
 BOTH_WAYS = True  # each segment also tracked backward from its last frame
 SEED_ROWS = 4  # random starts per dead track at a lane's first frame
 RESEED_EVERY = 16  # coarse frames between random re-seeding of dead tracks
+# a lane is not re-seeded this close to its end: the lane tracked the other way starts
+# there, seeded as every lane's first frame is
+RESEED_TAIL = 8
 RESEED_ROWS = 2  # random starts per dead track when re-seeding
 RESEED_CAP = 64  # random starts at most per re-seeding and lane
 RESEED_ITERATIONS = 20  # LM budget of a random start
@@ -50,14 +55,27 @@ MIDDLE_PULL = 0.3
 # the share (0..1) of a search's progress the grid tracks take (the ladder's bookkeeping
 # and its rounds follow: ladder.py)
 GRID_SHARE = 0.55
+# a quick pass (the first of a solve with a retry behind it) on a self-motion of one
+# dimension stops a tracking step after this many iterations: most tracks still off
+# target by then die anyway (and their tail runs in nearly empty batches); the few that
+# would converge slowly are near a singular pose, where a retry tracks with the full
+# budget (bench/run.py's 11 flip-bench paths, 2,000 frames: 27.6 -> 24.3 iterations a
+# frame, no flips either way)
+QUICK_BUDGET = 6
+# ... on steps whose targets move at most this many times ``coarse_motion`` (a longer
+# step, between frames farther apart than the coarse frames' rule allows, keeps the full
+# budget: its linear prediction is far off)
+SHORT_STEP = 1.5
 
 
 class GridTracks:
     """One pass of candidate tracks over a search's coarse frames (module docstring)."""
 
-    def __init__(self, search: Search) -> None:
+    def __init__(self, search: Search, quick: bool = False) -> None:
+        """``quick``: a first pass with a retry behind it (``QUICK_BUDGET``)."""
         self.search = search
         self.opts = search.opts
+        self.quick = quick
 
     def grid_tracks(self, stride: int, coarse_motion: float, lane_frames: int,
                     start: Array | None = None, end: Array | None = None
@@ -154,10 +172,18 @@ class GridTracks:
         lengths = np.array([len(lane) for lane in lanes])
         steps = int(lengths.max())
         middle = MIDDLE_PULL if sr.redundancy() > 1 else 0.0
+        quick = self.quick and sr.redundancy() == 1
+        travel = np.r_[0.0, np.cumsum(sr.motion())] if quick else None  # targets' motion
+        before = np.zeros(nl, dtype=np.intp)
         for i in range(steps):
             sr.report(GRID_SHARE * i / steps)
             running = i < lengths
             at = np.array([lane[min(i, len(lane) - 1)] for lane in lanes])  # coarse index
+            budget = None  # the full one
+            if travel is not None and i > 0:  # quick, on short steps
+                moved = np.abs(travel[frames[at]] - travel[frames[before]])[running]
+                budget = QUICK_BUDGET if moved.max() <= SHORT_STEP * o.coarse_motion else None
+            before = at
             slot_frame = frames[at][lane_of]
             active = running[lane_of]
             sweeps = LATERAL_SWEEPS
@@ -174,7 +200,7 @@ class GridTracks:
                     start = np.vstack([pred, lat_starts])
                     pull = np.vstack([sr.toward_middle(q[alive], middle), lat_starts])
                     fz = None if frozen is None else frozen[rows]
-                    sol, good, _, _ = sr.lm(slot_frame[rows], start, pull, None, fz)
+                    sol, good, _, _ = sr.lm(slot_frame[rows], start, pull, budget, fz)
                     prev[alive] = q[alive]
                     q[alive], ok[alive] = sol[: alive.size], good[: alive.size]
                     if lat.size:
@@ -186,7 +212,9 @@ class GridTracks:
                     if not self._lateral(slot_frame, active, i, q, ok, prev, frozen):
                         break
             if i % RESEED_EVERY == 0:
-                self._reseed(i, slot_frame, active, q, ok, prev, frozen)
+                fresh = active if i == 0 or not BOTH_WAYS else \
+                    active & (lengths - i > RESEED_TAIL)[lane_of]
+                self._reseed(i, slot_frame, fresh, q, ok, prev, frozen)
             for lane_i, lane in enumerate(lanes):
                 if i < len(lane):
                     mine = slice(lane_i * width, (lane_i + 1) * width)

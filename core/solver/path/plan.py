@@ -51,8 +51,9 @@ def solve_path(model: BatchedKinematics, targets: ArrayLike,
     errors, and the frames where no continuous path was found. When a solve leaves
     jumps, steps that stand out of the clip's (``_rough``) or unconverged frames within
     reach, it is done again with coarse frames twice as dense (up to ``options.retries``
-    times, denser each time; once only while frames within reach stay unconverged) and
-    the better answer kept: where every reachable frame converged and the frames within
+    times, denser each time; once only while frames within reach stay unconverged; the
+    first pass is quick, its retries are not: ``candidates.QUICK_BUDGET``) and the
+    better answer kept: where every reachable frame converged and the frames within
     ``MEND_FRAMES`` of the rough ones are a quarter of the clip at most, those frames
     first (``_mended``), the whole clip only if one stays. Deterministic for a given
     ``options.seed``.
@@ -94,11 +95,11 @@ def _plan(model: BatchedKinematics, targets: Array,
     held, first, last = _ends(model, targets, weights, settings, opts, start, before, after,
                               held, None)
 
-    def one_pass(stride: int, motion: float, lane_frames: int, span: tuple[float, float]
-                 ) -> PathResult:  # fmt: skip
+    def one_pass(stride: int, motion: float, lane_frames: int, span: tuple[float, float],
+                 quick: bool = False) -> PathResult:  # fmt: skip
         search = Search(model, targets, weights, settings, opts, held)
         search.progress, search.span = progress, span
-        return ladder_path(search, stride, motion, lane_frames, first, last)
+        return ladder_path(search, stride, motion, lane_frames, first, last, quick)
 
     stride, motion, lane_frames = opts.stride, opts.coarse_motion, LANE_FRAMES
     search = Search(model, targets, weights, settings, opts, held)
@@ -118,7 +119,8 @@ def _plan(model: BatchedKinematics, targets: Array,
         jump the relaxing removes needs no retry."""
         return relax_peaks(model, search.problem, path, opts.flip_factor)
 
-    best = one_pass(stride, motion, lane_frames, (0.2, 1.0 if opts.retries < 1 else 0.7))
+    best = one_pass(stride, motion, lane_frames, (0.2, 1.0 if opts.retries < 1 else 0.7),
+                    opts.retries > 0)
     best.iterations = best.iterations + search.work
     best = relaxed(best)
     work = best.iterations

@@ -1,0 +1,128 @@
+"""The grid's tracking on a first pass with a retry behind it (``candidates.QUICK_BUDGET``)
+and its random re-seeding near a lane's end (``candidates.RESEED_TAIL``).
+
+arm7 (seven hinges, full pose: a self-motion of one dimension) on smooth paths of the
+test generator. Frames: world; metres, radians."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+from dhik.solver.path import PathResult, candidates, plan, solve_path
+from dhik.solver.path.search import Search
+from dhik.solver.settings import RobustOptions
+from fixtures import arm7_path, largest_step
+
+
+def tracking_budgets(monkeypatch: pytest.MonkeyPatch) -> list[list[int | None]]:
+    """Per pass of the planner (``plan.ladder_path``), the budgets its searches' LM runs
+    were given (None: ``search.TRACK_ITERATIONS``), in order."""
+    passes: list[list[int | None]] = []
+    inner_pass, inner_lm = plan.ladder_path, Search.lm
+
+    def one_pass(*args: Any, **kwargs: Any) -> PathResult:
+        passes.append([])
+        return inner_pass(*args, **kwargs)
+
+    def lm(self: Search, rows: Any, start: Any, pull: Any, budget: int | None = None,
+           *args: Any, **kwargs: Any) -> Any:  # fmt: skip
+        passes[-1].append(budget)
+        return inner_lm(self, rows, start, pull, budget, *args, **kwargs)
+
+    monkeypatch.setattr(plan, "ladder_path", one_pass)
+    monkeypatch.setattr(Search, "lm", lm)
+    return passes
+
+
+def test_a_first_pass_stops_slow_tracks_and_its_retries_do_not(
+        monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    """arm7, 1,000 frames, seed 12, passes near a singular pose (J2 near 0) where a track
+    converges slowly. The first pass stops its tracks after ``QUICK_BUDGET`` iterations
+    and leaves jumps there; its retries track with the full budget and find the
+    continuous path (no jump, largest step under twice the truth's). With quick passes
+    throughout the jumps stay: the retries' full budget is what finds the path."""
+    model, truth, targets = arm7_path(1000, 12)
+    budgets = tracking_budgets(monkeypatch)
+    firsts: list[PathResult] = []
+    relax = plan.relax_peaks
+
+    def kept(*args: Any, **kwargs: Any) -> PathResult:
+        firsts.append(relax(*args, **kwargs))
+        return firsts[-1]
+
+    monkeypatch.setattr(plan, "relax_peaks", kept)
+    res = solve_path(model, targets)
+    assert firsts[0].jumps  # the quick first pass
+    assert len(budgets) >= 2
+    assert candidates.QUICK_BUDGET in budgets[0]
+    assert all(candidates.QUICK_BUDGET not in b for b in budgets[1:])
+    assert res.converged.all() and not res.jumps
+    assert largest_step(model, res.q) < 2.0 * largest_step(model, truth)
+
+    monkeypatch.undo()
+    quick = candidates.GridTracks.__init__
+
+    def always_quick(self: candidates.GridTracks, search: Search, _: bool = False) -> None:
+        quick(self, search, True)
+
+    monkeypatch.setattr(candidates.GridTracks, "__init__", always_quick)
+    assert solve_path(model, targets).jumps
+
+
+def test_a_pass_without_a_retry_tracks_with_the_full_budget(
+        monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    """``retries=0``: the only pass is not quick (nothing would plan its jumps again)."""
+    model, _, targets = arm7_path(200, 3)
+    budgets = tracking_budgets(monkeypatch)
+    solve_path(model, targets, options=RobustOptions(retries=0))
+    assert len(budgets) == 1 and None in budgets[0]
+    assert candidates.QUICK_BUDGET not in budgets[0]
+
+
+def test_long_steps_between_coarse_frames_keep_the_full_budget(
+        monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    """Where the targets move more between two frames than ``SHORT_STEP`` times
+    ``coarse_motion`` (every frame a coarse frame, each step long), a first pass tracks
+    with the full budget: its linear prediction is far off, and a track converging
+    slowly there is no sign of a dead one. On a smooth 200-frame path the same clip's
+    short steps are quick."""
+    model, _, targets = arm7_path(1000, 3)
+    sparse = targets[::60]  # 17 frames
+    opts = RobustOptions()
+    motion = Search(model, sparse, None, None, opts).motion()
+    assert motion.min() > candidates.SHORT_STEP * opts.coarse_motion
+    budgets = tracking_budgets(monkeypatch)
+    solve_path(model, sparse)
+    assert budgets and all(candidates.QUICK_BUDGET not in b for b in budgets)
+    budgets.clear()
+    solve_path(model, targets[:200])
+    assert candidates.QUICK_BUDGET in budgets[0]
+
+
+def test_lanes_are_not_reseeded_near_their_end(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Dead tracks are re-seeded every ``RESEED_EVERY`` coarse frames, but not within
+    ``RESEED_TAIL`` of a lane's end, where the lane tracked the other way starts (and is
+    seeded). arm7, 200 frames, a coarse frame every other frame in two lanes of about
+    50 coarse frames each, both ways."""
+    model, _, targets = arm7_path(200, 3)
+    search = Search(model, targets, None, None, RobustOptions())
+    grid = candidates.GridTracks(search)
+    seen: dict[int, np.ndarray] = {}  # coarse step -> slots the re-seeding may reach
+    inner = grid._reseed
+
+    def reseed(i: int, slot_frame: Any, active: np.ndarray, *args: Any) -> None:
+        seen[i] = active.copy()
+        inner(i, slot_frame, active, *args)
+
+    monkeypatch.setattr(grid, "_reseed", reseed)
+    frames, _, _ = grid.grid_tracks(2, 10.0, 40)
+    lengths = [len(x) for x in np.array_split(np.arange(len(frames)), 2)]
+    assert min(lengths) > 3 * candidates.RESEED_EVERY
+    every = candidates.RESEED_EVERY
+    assert sorted(seen) == list(range(0, max(lengths) + 1, every))[: len(seen)]
+    last = max(seen)
+    assert max(lengths) - last <= candidates.RESEED_TAIL  # the last one is near the end
+    assert not seen[last].any()
+    assert seen[last - every].all() and seen[0].all()
