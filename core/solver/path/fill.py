@@ -97,21 +97,21 @@ class Filler:
             fl.have[mids] = True
             at += len(mids)
 
-    def fill_cost(self, fl: Fill) -> float:
+    def fill_cost(self, fl: Fill) -> tuple[float, int]:
         """The edge's cost as far as its fill knows it: over each stretch between known
         frames, ``d^power * spread`` (``d`` the largest column distance, ``spread`` how
         the targets' motion shares it out over the stretch's steps:
-        :meth:`~.search.Search.spread`), and 1e6 per known unconverged frame inside: an
-        estimate of the finished fill's cost (a sum of the largest column step per frame
-        to the ``power``), and that cost itself once every frame is known."""
+        :meth:`~.search.Search.spread`), an estimate of the finished fill's cost (a sum
+        of the largest column step per frame to the ``power``), and that cost itself
+        once every frame is known; and the known unconverged frames inside."""
         ks = np.flatnonzero(fl.have)
         sr = self.search
         spread = sr.spread(fl.first + ks[:-1], fl.first + ks[1:])
         known = fl.q[ks]
         d = sr.steps(known[:-1], known[1:]) if sr.charted else \
             np.max(np.abs(np.diff(known[:, sr.solved], axis=0)), axis=1, initial=0.0)
-        return float(np.sum(d ** sr.opts.power * spread)
-                     + 1e6 * np.count_nonzero(~fl.conv[ks[1:-1]]))
+        return (float(np.sum(d ** sr.opts.power * spread)),
+                int(np.count_nonzero(~fl.conv[ks[1:-1]])))
 
     def closest(self, q: Array, conv: NDArray[np.bool_], pe: Array, re: Array,
                 keep_first: bool) -> None:  # fmt: skip

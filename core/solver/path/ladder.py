@@ -33,38 +33,99 @@ Array = NDArray[np.float64]
 
 class Ladder:
     """Dynamic programming over the ladder graph: per coarse frame the candidate of the
-    path of least summed edge cost (``edges`` from :func:`edge_costs`, entry i
-    (to, from) into coarse frame i, measured costs written over the estimates) and node
-    ``penalty`` (per coarse frame and node: 1e6 for an unconverged one, else 0). The
-    forward pass is kept between rounds: after :meth:`touch` (i) it is redone from
-    coarse frame i on only."""
+    best path, judged first by its misses (unconverged nodes, ``misses`` per coarse
+    frame and node 1 or 0, and unconverged frames inside its edges, :meth:`set`), then
+    by its summed edge cost (``edges`` from :func:`edge_costs`, entry i (to, from) into
+    coarse frame i, measured costs written over the estimates). The two are kept apart,
+    not summed with a large weight on the misses: an edge's cost (the ``power``-th
+    power of steps of hundredths of a radian) is far below a float's resolution beside
+    such a weight, and a path after an unreachable stretch would be chosen blind to its
+    motion.
 
-    def __init__(self, edges: list[Array], nodes: list[Index], penalty: list[Array]) -> None:
-        self.edges, self.nodes, self.penalty = edges, nodes, penalty
-        self.cost: list[Array] = [penalty[0]] * len(nodes)  # least cost into each node
-        self.back: list[Index] = [np.zeros(0, dtype=np.intp)] * len(nodes)
-        self.dirty = 1  # the first coarse frame whose forward pass is out of date
+    Two passes are kept between rounds: the best into each node from the first coarse
+    frame (``cost``, ``count``: valid up to ``fore``) and from each node to the last one
+    (``ahead``, ``ahead_count``: valid from ``aft``). Changed edges make both stale
+    beyond them; a round brings them together again at a frame in the middle of the
+    stale stretch, so a search that keeps changing the edges in one place (a hard spot
+    the lazy search tries the ways around) redoes a few coarse frames there, not the
+    whole clip after them."""
+
+    def __init__(self, edges: list[Array], nodes: list[Index], misses: list[Index]) -> None:
+        self.edges, self.nodes, self.misses = edges, nodes, misses
+        c = len(nodes)
+        # per transition, the unconverged frames inside each edge (to, from), once a
+        # fill has found one there
+        self.edge_misses: list[Index | None] = [None] * c
+        self.cost: list[Array] = [np.zeros(len(nodes[0]))] * c  # into each node
+        self.count: list[Index] = [misses[0]] * c  # its own miss in
+        self.back: list[Index] = [np.zeros(0, dtype=np.intp)] * c
+        self.ahead: list[Array] = [np.zeros(len(nd)) for nd in nodes]  # to the end
+        self.ahead_count: list[Index] = [np.zeros(len(nd), dtype=np.intp) for nd in nodes]
+        self.next: list[Index] = [np.zeros(0, dtype=np.intp)] * c
+        self.fore, self.aft = 0, c - 1  # forward valid up to fore, backward from aft
         self.rows = [np.arange(len(nd)) for nd in nodes]
 
-    def touch(self, i: int) -> None:
-        """The costs of edges into coarse frame ``i`` have changed."""
-        self.dirty = min(self.dirty, i)
+    def set(self, i: int, to: int, frm: int, cost: float, missed: int) -> None:
+        """The edge into coarse frame ``i`` from node ``frm`` (an index into the nodes of
+        frame i - 1) to node ``to`` costs ``cost`` and has ``missed`` unconverged frames
+        inside."""
+        self.edges[i][to, frm] = cost
+        if missed and self.edge_misses[i] is None:
+            self.edge_misses[i] = np.zeros(self.edges[i].shape, dtype=np.intp)
+        em = self.edge_misses[i]
+        if em is not None:
+            em[to, frm] = missed
+        self.fore = min(self.fore, i - 1)
+        self.aft = max(self.aft, i)
 
     def path(self) -> Index:
         """Per coarse frame the chosen candidate (C,)."""
         c = len(self.nodes)
-        for i in range(self.dirty, c):
+        meet = (self.fore + self.aft + 1) // 2  # both passes brought to this frame
+        for i in range(self.fore + 1, meet + 1):
+            em, came = self.edge_misses[i], self.count[i - 1]
             total = self.edges[i] + self.cost[i - 1]  # (to, from)
+            if em is None:  # the misses of the path into each node of frame i - 1
+                low = np.full(len(self.nodes[i]), came.min())
+                if (came > low[0]).any():
+                    total = np.where(came > low[0], np.inf, total)
+            else:
+                tc = em + came
+                low = tc.min(axis=1)
+                total = np.where(tc > low[:, None], np.inf, total)
             best = total.argmin(axis=1)
             self.back[i] = best
-            self.cost[i] = total[self.rows[i], best] + self.penalty[i]
-        self.dirty = c
-        pos = int(np.argmin(self.cost[-1]))
+            self.cost[i] = total[self.rows[i], best]
+            self.count[i] = low + self.misses[i]
+        for i in range(self.aft, meet, -1):  # into i - 1 from frame i's side
+            em, goes = self.edge_misses[i], self.ahead_count[i] + self.misses[i]
+            total = self.edges[i] + self.ahead[i][:, None]
+            if em is None:
+                low = np.full(len(self.nodes[i - 1]), goes.min())
+                if (goes > low[0]).any():
+                    total = np.where((goes > low[0])[:, None], np.inf, total)
+            else:
+                tc = em + goes[:, None]
+                low = tc.min(axis=0)
+                total = np.where(tc > low[None, :], np.inf, total)
+            best = total.argmin(axis=0)
+            self.next[i - 1] = best
+            self.ahead[i - 1] = total[best, self.rows[i - 1]]
+            self.ahead_count[i - 1] = low
+        self.fore = self.aft = meet
+        count = self.count[meet] + self.ahead_count[meet]
+        pos = int(np.argmin(np.where(count > count.min(), np.inf,
+                                     self.cost[meet] + self.ahead[meet])))
         path = np.zeros(c, dtype=int)
-        for i in range(c - 1, -1, -1):
-            path[i] = self.nodes[i][pos]
+        at = pos
+        for i in range(meet, -1, -1):
+            path[i] = self.nodes[i][at]
             if i > 0:
-                pos = int(self.back[i][pos])
+                at = int(self.back[i][at])
+        at = pos
+        for i in range(meet + 1, c):
+            at = int(self.next[i - 1][at])
+            path[i] = self.nodes[i][at]
         return path
 
 
@@ -82,7 +143,9 @@ def live_nodes(qs: Array, oks: NDArray[np.bool_],
         if live.size == 0:
             out.append(np.arange(len(ok)))
             continue
-        _, first = np.unique(np.round(q[live] * 1e4), axis=0, return_index=True)
+        keys = np.ascontiguousarray(np.round(q[live] * 1e4).astype(np.int64))
+        rows = keys.view(np.dtype((np.void, keys.itemsize * keys.shape[1])))[:, 0]
+        _, first = np.unique(rows, return_index=True)  # rows as bytes: one sort key each
         out.append(live[np.sort(first)])
     return out
 
@@ -167,8 +230,8 @@ def ladder_path(search: Search, stride: int, coarse_motion: float, lane_frames: 
     costs = edge_costs(model, search.solved, qs, idx, nodes, opts.power,
                        np.r_[0.0, search.spread(idx[:-1], idx[1:])],
                        lambda x: search.report(GRID_SHARE + 0.01 + 0.04 * x))
-    ladder = Ladder(costs, nodes,
-                    [np.where(ok[nd], 0.0, 1e6) for ok, nd in zip(oks, nodes, strict=True)])
+    ladder = Ladder(costs, nodes, [(~ok[nd]).astype(np.intp)
+                                   for ok, nd in zip(oks, nodes, strict=True)])
     fills: dict[tuple[int, int, int], Fill] = {}
     edges: list[tuple[int, int, int]] = []
     rounds = max(opts.path_rounds, 1)
@@ -189,8 +252,7 @@ def ladder_path(search: Search, stride: int, coarse_motion: float, lane_frames: 
             if j % (4 * REPORT_EVERY) == 0:  # a long clip's round scores thousands
                 search.report(at + share * (0.5 + 0.5 * j / len(todo)))
             i, frm, to = e
-            costs[i][where[i][to], where[i - 1][frm]] = filler.fill_cost(fills[e])
-            ladder.touch(i)
+            ladder.set(i, where[i][to], where[i - 1][frm], *filler.fill_cost(fills[e]))
     left = [fills[e] for e in edges if not fills[e].done]
     while left:  # out of rounds: finish the path chosen last
         search.report(0.95)  # unchanged: told only so that a stop is seen

@@ -170,12 +170,20 @@ class Search:
 
     def coarse_frames(self, stride: int, coarse_motion: float) -> Index:
         """Coarse frames: at most ``stride`` apart, closer where the targets move fast
-        (at most ``coarse_motion`` of :meth:`motion` apart)."""
+        (at most ``coarse_motion`` of :meth:`motion` apart), and the frames on either
+        side of where the targets leave or come back into reach
+        (``Problem.out_of_reach``): an edge from a frame within reach to one beyond
+        would fill the frames within reach between them toward a pose that misses."""
         move = self.motion()
+        far = self.problem.out_of_reach()
+        edge = np.flatnonzero(far[1:] != far[:-1])  # frames before a change of reach
+        border = np.zeros(self.frames, dtype=bool)
+        border[edge], border[edge + 1] = True, True
         frames, acc, last = [0], 0.0, 0
         for f in range(1, self.frames):
             acc += move[f - 1]
-            if f - last >= stride or acc >= coarse_motion or f == self.frames - 1:
+            if f - last >= stride or acc >= coarse_motion or f == self.frames - 1 \
+                    or border[f]:
                 frames.append(f)
                 acc, last = 0.0, f
         return np.array(frames)

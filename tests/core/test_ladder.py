@@ -1,0 +1,123 @@
+"""``ladder.Ladder``: the best path through a ladder graph (fewest misses, then least
+summed edge cost), kept between rounds of changed edges, against a plain forward dynamic
+programme in exact Python tuples and a brute-force enumeration of every path."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+from dhik.solver.path.ladder import Ladder
+
+Graph = tuple[list[np.ndarray], list[np.ndarray], list[np.ndarray], list[np.ndarray]]
+
+
+def graph(rng: np.random.Generator, frames: int, most: int, scale: float = 1.0) -> Graph:
+    """Random nodes (named apart), node misses (0 or 1), float32 edge costs times
+    ``scale`` and edge misses (mostly 0)."""
+    sizes = rng.integers(1, most + 1, frames)
+    nodes = [np.sort(rng.choice(100, k, replace=False)) for k in sizes]
+    misses = [(rng.random(k) < 0.2).astype(np.intp) for k in sizes]
+    edges = [np.zeros((0, 0), dtype=np.float32)] + [
+        (rng.random((sizes[i], sizes[i - 1])) * scale).astype(np.float32)
+        for i in range(1, frames)]
+    inside = [np.zeros(e.shape, dtype=np.intp) for e in edges]
+    return edges, nodes, misses, inside
+
+
+def score(g: Graph, at: list[int]) -> tuple[int, float]:
+    """A path's misses and summed edge cost (node indices per frame), exactly."""
+    edges, _, misses, inside = g
+    count = int(misses[0][at[0]]) + sum(int(misses[i][at[i]] + inside[i][at[i], at[i - 1]])
+                                        for i in range(1, len(at)))
+    return count, sum(float(edges[i][at[i], at[i - 1]]) for i in range(1, len(at)))
+
+
+def best(g: Graph) -> tuple[int, float]:
+    """The best score, by a forward pass over tuples (misses, then cost)."""
+    edges, nodes, misses, inside = g
+    into = [(int(m), 0.0) for m in misses[0]]
+    for i in range(1, len(nodes)):
+        into = [min((into[j][0] + int(inside[i][k, j]) + int(misses[i][k]),
+                     into[j][1] + float(edges[i][k, j])) for j in range(len(into)))
+                for k in range(len(nodes[i]))]
+    return min(into)
+
+
+def chosen(g: Graph, path: np.ndarray) -> tuple[int, float]:
+    nodes = g[1]
+    return score(g, [int(np.flatnonzero(nd == p)[0]) for nd, p in zip(nodes, path, strict=True)])
+
+
+def assert_best(g: Graph, path: np.ndarray) -> None:
+    got, want = chosen(g, path), best(g)
+    assert got[0] == want[0] and got[1] == pytest.approx(want[1], rel=1e-9, abs=1e-300)
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_every_round_finds_the_best_path(seed: int) -> None:
+    """Rounds of changed edges (a fill raises an edge's cost and may find unconverged
+    frames inside), mostly in one place: after each, the path chosen scores what a
+    forward pass over the whole graph gives as the best."""
+    rng = np.random.default_rng(seed)
+    frames = int(rng.integers(1, 40))
+    g = graph(rng, frames, 8)
+    edges, nodes, misses, inside = g
+    ladder = Ladder([e.copy() for e in edges], nodes, misses)
+    spot = int(rng.integers(1, max(frames, 2)))
+    for _ in range(12):
+        path = ladder.path()
+        assert len(path) == frames
+        assert_best(g, path)
+        for _ in range(int(rng.integers(0, 4))):
+            if frames < 2:
+                break
+            i = spot if rng.random() < 0.7 else int(rng.integers(1, frames))
+            i = min(max(i + int(rng.integers(-1, 2)), 1), frames - 1)
+            to, frm = int(rng.integers(edges[i].shape[0])), int(rng.integers(edges[i].shape[1]))
+            edges[i][to, frm] += np.float32(rng.random() * 2)
+            inside[i][to, frm] = int(rng.random() < 0.2)
+            ladder.set(i, to, frm, float(edges[i][to, frm]), int(inside[i][to, frm]))
+
+
+def test_the_best_path_of_a_small_graph_is_the_best_of_all_paths() -> None:
+    """Every path of a small graph enumerated: none scores better than the one chosen."""
+    g = graph(np.random.default_rng(7), 5, 3)
+    every = [score(g, list(p)) for p in itertools.product(*(range(len(n)) for n in g[1]))]
+    got = chosen(g, Ladder(g[0], g[1], g[2]).path())
+    assert got[0] == min(every)[0] and got[1] == pytest.approx(min(every)[1], rel=1e-9)
+
+
+def test_motion_after_an_unreachable_stretch_still_counts() -> None:
+    """Edge costs of 1e-13 (steps of a hundredth of a radian to the 8th power, shared
+    out) after a stretch where every node misses: the path chosen still has the least
+    motion there, which a cost summing 1e6 per miss could no longer see."""
+    rng = np.random.default_rng(5)
+    g = graph(rng, 30, 6, scale=1e-13)
+    for i in range(10, 15):
+        g[2][i][:] = 1
+    assert_best(g, Ladder(g[0], g[1], g[2]).path())
+    summed = [m * 1e6 for m in g[2]]  # the old way, for contrast: blind after the stretch
+    cost = summed[0].astype(float)
+    for i in range(1, 30):
+        cost = (g[0][i] + cost[None, :]).min(axis=1) + summed[i]
+    assert len(np.unique(cost)) < len(cost)  # ties: the motion lost in the rounding
+
+
+def test_a_round_after_changes_in_one_place_redoes_only_frames_near_them() -> None:
+    """Changes in one place (coarse frames 20-22 of 160) after the first round: the next
+    rounds bring the passes together near them, so their work shrinks to a few frames;
+    the path still scores the best."""
+    rng = np.random.default_rng(3)
+    g = graph(rng, 160, 6)
+    ladder = Ladder([e.copy() for e in g[0]], g[1], g[2])
+    ladder.path()
+    widths = []
+    for _ in range(8):
+        for i in (20, 21, 22):
+            g[0][i][0, 0] += np.float32(0.5)
+            ladder.set(i, 0, 0, float(g[0][i][0, 0]), 0)
+        widths.append(ladder.aft - ladder.fore)
+        assert_best(g, ladder.path())
+    assert widths[0] > 50 and max(widths[-3:]) <= 4
