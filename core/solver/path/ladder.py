@@ -184,8 +184,18 @@ def edge_costs(model: BatchedKinematics, solved: NDArray[np.bool_], qs: Array, i
             d2 = np.abs(va[:, None] - alt[None]).max(axis=2)
             np.maximum(step, np.minimum(d1, d2), out=step)
         share = span ** (1.0 - power) if spread is None else float(spread[i])
-        out.append((step ** power * share).astype(np.float32))  # half the memory
+        out.append((_power(step, power) * share).astype(np.float32))  # half the memory
     return out
+
+
+def _power(x: Array, p: float) -> Array:
+    """``x ** p``, by squaring ``x`` in place where ``p`` is 2, 4, 8 or 16 (a float
+    power costs a ``pow`` call per element: on a long clip's edges, 4 ms of 5)."""
+    if p in (2.0, 4.0, 8.0, 16.0):
+        for _ in range(int(p).bit_length() - 1):
+            np.multiply(x, x, out=x)
+        return x
+    return np.power(x, p)
 
 
 def ladder_path(search: Search, stride: int, coarse_motion: float, lane_frames: int,
