@@ -255,6 +255,13 @@ class GridTracks:
                 ok: NDArray[np.bool_], prev: Array, per: int) -> bool:  # fmt: skip
         """Give each dead slot in ``rows`` one converged solution of its row, distinct
         (> 0.05) from the other live slots of its cell; True when any slot came alive."""
+        if per == 1:  # a cell is its slot: the first converged row of each dead one
+            js = np.flatnonzero(good)
+            js = js[~ok[rows[js]]]
+            take = js[np.unique(rows[js], return_index=True)[1]]
+            grown = rows[take]
+            q[grown], ok[grown], prev[grown] = sol[take], True, sol[take]
+            return bool(take.size)
         grew = False
         for j in np.flatnonzero(good):
             d = int(rows[j])

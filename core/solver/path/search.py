@@ -61,6 +61,7 @@ class Search:
         self.span = (0.0, 1.0)  # the share of the whole solve this search is
         self._told = 0.0
         self._prefix: tuple[Array, Array] | None = None  # of the targets' motion (spread)
+        self._motion: Array | None = None
 
     def report(self, fraction: float) -> None:
         """Tell ``progress`` that ``fraction`` of this search is done (never backward)."""
@@ -142,7 +143,13 @@ class Search:
 
     def motion(self) -> Array:
         """Per step between frames (F-1,) the targets' motion: position over the chain's
-        length scale plus rotation angle (rad), the largest over the effectors."""
+        length scale plus rotation angle (rad), the largest over the effectors (worked
+        out once)."""
+        if self._motion is None:
+            self._motion = self._target_motion()
+        return self._motion
+
+    def _target_motion(self) -> Array:
         pr = self.problem
         t_pos, t_rot = pr.rows.pos, pr.rows.rot
         dp = np.linalg.norm(np.diff(t_pos, axis=-1), axis=1) / pr.scale  # (m, F-1)
