@@ -102,7 +102,11 @@ def test_cli_bake_of_the_exports_equals_the_bake_in_blender(tmp_path, placement)
             (0.3, -0.2, 1.1)).to_matrix().to_4x4()
     blender = _bake_in_blender(tmp_path)
     gap = _largest_gap(blender, _cli_bake(tmp_path))
-    assert gap < 1e-6, gap
+    # the armature's matrices are float32 in Blender: targets moved into its space
+    # differ from the exported ones by about 1e-7, and the LM's answers (converged
+    # anywhere within the tolerances) with them: 1.1e-6 rad on every frame, moved and
+    # turned; a different path would differ by far more than 1e-5
+    assert gap < 1e-5, gap
     print(f"\nFIGURES CLI vs Blender, armature {placement}: {gap:.2g} rad")
 
 
