@@ -162,6 +162,22 @@ def largest_step(model: Any, q: np.ndarray) -> float:
     return float(np.abs(model.difference(q[:-1], q[1:])).max())
 
 
+def relaxed_passes(monkeypatch: Any) -> list[Any]:
+    """A list that every pass of ``solve_path``'s planner appends its path to, its peaks
+    relaxed (``plan.relax_peaks``), in order: the first is the first pass's."""
+    import dhik.solver.path.plan as plan
+
+    passes: list[Any] = []
+    relax = plan.relax_peaks
+
+    def kept(*args: Any, **kwargs: Any) -> Any:
+        passes.append(relax(*args, **kwargs))
+        return passes[-1]
+
+    monkeypatch.setattr(plan, "relax_peaks", kept)
+    return passes
+
+
 def random_tree(rng: np.random.Generator, count: int = 9) -> tuple[Any, list[str]]:
     """A random ``SkeletonDef`` of every joint type and its two leaves (the effectors):
     hinges and sliders on random or coordinate axes (some limited), a spherical joint with

@@ -25,7 +25,15 @@ from dhik.model.skeleton import Skeleton
 from dhik.solver.lm import ENGINE_SETTINGS, PoleSet, Problem, pole_points, solve_many
 from dhik.solver.lm import loop as lm_loop
 from dhik.solver.path import PathResult, solve_path
-from fixtures import ARM7, arm7_path, check_answers, largest_step, smooth_path, swivel
+from fixtures import (
+    ARM7,
+    arm7_path,
+    check_answers,
+    largest_step,
+    relaxed_passes,
+    smooth_path,
+    swivel,
+)
 
 
 @functools.cache
@@ -515,14 +523,7 @@ def test_a_jump_is_mended_around_it_not_by_planning_the_whole_clip(
                                                      900 + plan.MEND_FRAMES)]
     model, truth, targets = arm7_path(2000, 10)
     planned = planned_passes(monkeypatch)
-    passes: list[PathResult] = []  # every pass's path, its peaks relaxed, in order
-    relax = plan.relax_peaks
-
-    def kept(*args: Any, **kwargs: Any) -> PathResult:
-        passes.append(relax(*args, **kwargs))
-        return passes[-1]
-
-    monkeypatch.setattr(plan, "relax_peaks", kept)
+    passes = relaxed_passes(monkeypatch)
     res = solve_path(model, targets)
     first = passes[0]
     assert first.converged.all() and len(first.jumps) == 1

@@ -13,7 +13,7 @@ import pytest
 from dhik.solver.path import PathResult, candidates, plan, solve_path
 from dhik.solver.path.search import Search
 from dhik.solver.settings import RobustOptions
-from fixtures import arm7_path, largest_step
+from fixtures import arm7_path, largest_step, relaxed_passes
 
 
 def tracking_budgets(monkeypatch: pytest.MonkeyPatch) -> list[list[int | None]]:
@@ -45,14 +45,7 @@ def test_a_first_pass_stops_slow_tracks_and_its_retries_do_not(
     throughout the jumps stay: the retries' full budget is what finds the path."""
     model, truth, targets = arm7_path(1000, 12)
     budgets = tracking_budgets(monkeypatch)
-    firsts: list[PathResult] = []
-    relax = plan.relax_peaks
-
-    def kept(*args: Any, **kwargs: Any) -> PathResult:
-        firsts.append(relax(*args, **kwargs))
-        return firsts[-1]
-
-    monkeypatch.setattr(plan, "relax_peaks", kept)
+    firsts = relaxed_passes(monkeypatch)
     res = solve_path(model, targets)
     assert firsts[0].jumps  # the quick first pass
     assert len(budgets) >= 2
