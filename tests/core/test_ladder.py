@@ -121,3 +121,42 @@ def test_a_round_after_changes_in_one_place_redoes_only_frames_near_them() -> No
         widths.append(ladder.aft - ladder.fore)
         assert_best(g, ladder.path())
     assert widths[0] > 50 and max(widths[-3:]) <= 4
+
+
+def test_a_stretch_out_of_reach_keeps_the_graph_small_and_the_rounds_few(
+        monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    """arm7, 1,200 frames, frames 500-559 moved 3x as far from the base (out of reach).
+    Its coarse frames there keep ``MISSED_NODES`` candidates at most (every slot of the
+    lanes before: 1,280 a frame, and edges of a million entries), their edges cost
+    nothing beyond their nodes' misses, and no pass runs out of rounds (before, each
+    tried the pairs of junk candidates in turn for one without misses: 100 rounds a
+    pass, 15 s). Every frame within reach converges."""
+    from dhik.solver.lm import Problem
+    from dhik.solver.path import ladder, solve_path
+    from fixtures import arm7_path
+
+    model, _, targets = arm7_path(1200, 5)
+    targets = targets.copy()
+    targets[500:560, :, :3, 3] *= 3.0
+    far = Problem(model, targets, None).out_of_reach()
+    assert far[500:560].all() and far.sum() == 60
+    rounds: list[int] = []  # per pass, its rounds
+    most: list[int] = []  # per pass, the most candidates of a coarse frame no one reached
+    inner_nodes, inner_path = ladder.live_nodes, ladder.Ladder.path
+
+    def nodes(qs: np.ndarray, oks: np.ndarray, *args: object) -> list[np.ndarray]:
+        out = inner_nodes(qs, oks, *args)  # type: ignore[arg-type]
+        most.append(max(len(nd) for nd, ok in zip(out, oks, strict=True) if not ok.any()))
+        rounds.append(0)
+        return out
+
+    def path(self: ladder.Ladder) -> np.ndarray:
+        rounds[-1] += 1
+        return inner_path(self)
+
+    monkeypatch.setattr(ladder, "live_nodes", nodes)
+    monkeypatch.setattr(ladder.Ladder, "path", path)
+    res = solve_path(model, targets)
+    assert max(most) <= ladder.MISSED_NODES
+    assert rounds and max(rounds) < 100  # RobustOptions.path_rounds
+    assert res.converged[~far].all()

@@ -24,6 +24,7 @@ from .candidates import GRID_SHARE, GridTracks
 from .fill import Fill, Filler
 from .search import PathResult, Search, frame_steps, jump_frames
 
+MISSED_NODES = 16  # candidates kept at a coarse frame where none converged
 # coarse frames or transitions between two reports of the bookkeeping's progress (a
 # long clip's graph takes seconds to score: a stop must be seen, issue 18)
 REPORT_EVERY = 16
@@ -132,22 +133,32 @@ class Ladder:
 def live_nodes(qs: Array, oks: NDArray[np.bool_],
                report: Callable[[float], None] | None = None) -> list[Index]:
     """Per coarse frame the candidates kept in the graph: converged ones, one of each
-    group equal to 1e-4 (both passes and neighbouring cells often agree); every
-    candidate where none converged (the frame is then unreachable). ``report(fraction)``
-    is told how far it is, every ``REPORT_EVERY`` coarse frames."""
+    group equal to 1e-4 (both passes and neighbouring cells often agree); where none
+    converged (the frame is then out of reach), ``MISSED_NODES`` of the distinct ones at
+    most, spread over the slots (the closest approach solves such frames again; every
+    slot of a long clip's lanes there made the graph's edges millions of entries each).
+    ``report(fraction)`` is told how far it is, every ``REPORT_EVERY`` coarse frames."""
     out = []
     for i, (q, ok) in enumerate(zip(qs, oks, strict=True)):
         if report is not None and i % REPORT_EVERY == 0:
             report(i / len(qs))
         live = np.flatnonzero(ok)
-        if live.size == 0:
-            out.append(np.arange(len(ok)))
+        if live.size:
+            out.append(_distinct(q, live))
             continue
-        keys = np.ascontiguousarray(np.round(q[live] * 1e4).astype(np.int64))
-        rows = keys.view(np.dtype((np.void, keys.itemsize * keys.shape[1])))[:, 0]
-        _, first = np.unique(rows, return_index=True)  # rows as bytes: one sort key each
-        out.append(live[np.sort(first)])
+        missed = _distinct(q, np.arange(len(ok)))
+        if missed.size > MISSED_NODES:
+            missed = missed[np.linspace(0, missed.size - 1, MISSED_NODES).round().astype(int)]
+        out.append(missed)
     return out
+
+
+def _distinct(q: Array, rows: Index) -> Index:
+    """``rows`` (sorted) with one of each group of ``q``'s rows equal to 1e-4."""
+    keys = np.ascontiguousarray(np.round(q[rows] * 1e4).astype(np.int64))
+    as_bytes = keys.view(np.dtype((np.void, keys.itemsize * keys.shape[1])))[:, 0]
+    _, first = np.unique(as_bytes, return_index=True)  # one sort key a row
+    return rows[np.sort(first)]
 
 
 def edge_costs(model: BatchedKinematics, solved: NDArray[np.bool_], qs: Array, idx: Index,
@@ -240,6 +251,14 @@ def ladder_path(search: Search, stride: int, coarse_motion: float, lane_frames: 
     costs = edge_costs(model, search.solved, qs, idx, nodes, opts.power,
                        np.r_[0.0, search.spread(idx[:-1], idx[1:])],
                        lambda x: search.report(GRID_SHARE + 0.01 + 0.04 * x))
+    # a coarse frame no candidate reached (out of reach): its candidates' motion means
+    # nothing, the steps into and out of it and the misses between are the targets'
+    # doing, and the closest approach solves those frames again. Its edges cost nothing
+    # beyond its nodes' misses: they do not choose the path on either side, and the
+    # search does not try each pair of its candidates in turn for one without misses
+    blind = np.array([not ok[nd].any() for ok, nd in zip(oks, nodes, strict=True)])
+    for i in np.flatnonzero(blind[1:] | blind[:-1]) + 1:
+        costs[i][:] = 0.0
     ladder = Ladder(costs, nodes, [(~ok[nd]).astype(np.intp)
                                    for ok, nd in zip(oks, nodes, strict=True)])
     fills: dict[tuple[int, int, int], Fill] = {}
@@ -262,7 +281,8 @@ def ladder_path(search: Search, stride: int, coarse_motion: float, lane_frames: 
             if j % (4 * REPORT_EVERY) == 0:  # a long clip's round scores thousands
                 search.report(at + share * (0.5 + 0.5 * j / len(todo)))
             i, frm, to = e
-            ladder.set(i, where[i][to], where[i - 1][frm], *filler.fill_cost(fills[e]))
+            cost = (0.0, 0) if blind[i] or blind[i - 1] else filler.fill_cost(fills[e])
+            ladder.set(i, where[i][to], where[i - 1][frm], *cost)
     left = [fills[e] for e in edges if not fills[e].done]
     while left:  # out of rounds: finish the path chosen last
         search.report(0.95)  # unchanged: told only so that a stop is seen
