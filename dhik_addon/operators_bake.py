@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Literal
 import bpy
 
 from ..core.app.bake import BakeResult
+from ..core.app.collector import collector_paused
 from ..core.errors import DhikError
 from .access import window_manager
 from .bake_job import BakeJob, Preparation
@@ -96,6 +97,10 @@ class DHIK_OT_bake(bpy.types.Operator):
         return {"FINISHED"}
 
     def execute(self, context: bpy.types.Context) -> OperatorResult:
+        with collector_paused():  # a full collection walks all of Blender's objects
+            return self._execute(context)
+
+    def _execute(self, context: bpy.types.Context) -> OperatorResult:
         wm = window_manager(context)
         try:
             prep = Preparation(context)

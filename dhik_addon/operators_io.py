@@ -14,6 +14,7 @@ from bpy.props import BoolProperty, EnumProperty, StringProperty
 from bpy_extras.io_utils import ExportHelper, ImportHelper
 
 from ..core.app.arrays import array_writer, output_format
+from ..core.app.collector import collector_paused
 from ..core.app.filesets import write_files
 from ..core.app.formats import (
     parse_skeleton,
@@ -181,6 +182,10 @@ class DHIK_OT_import_targets(bpy.types.Operator, _JsonImport):
     )
 
     def execute(self, context: bpy.types.Context) -> OperatorResult:
+        with collector_paused():  # a full collection walks all of Blender's objects
+            return self._execute(context)
+
+    def _execute(self, context: bpy.types.Context) -> OperatorResult:
         try:
             data = load_json(self.filepath)
             require_kind(data, self.filepath, "targets")

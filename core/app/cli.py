@@ -26,6 +26,7 @@ from ..model.skeleton import Skeleton
 from .arrays import FORMATS
 from .bake import summary_line
 from .bakejob import BakeOptions, ProgressBar, TrackSpec, add_bake_options, positive, run_bake
+from .collector import collector_paused
 from .formats import (
     EULER_TOLERANCE,
     detect_kind,
@@ -142,9 +143,10 @@ def cmd_bake(args: argparse.Namespace) -> int:
     if args.effector == "":
         raise DhikError("--effector: must be a joint name, got ''")
     tracks = [TrackSpec(*t) for t in args.target]
-    result = run_bake(args.skeleton, args.targets, args.effector, tracks,
-                      BakeOptions.from_args(args), args.output, args.report,
-                      ProgressBar(quiet=args.quiet))
+    with collector_paused():
+        result = run_bake(args.skeleton, args.targets, args.effector, tracks,
+                          BakeOptions.from_args(args), args.output, args.report,
+                          ProgressBar(quiet=args.quiet))
     if not args.quiet:
         say(one_line(summary_line(result)))
     return 0

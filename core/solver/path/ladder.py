@@ -257,8 +257,8 @@ def ladder_path(search: Search, stride: int, coarse_motion: float, lane_frames: 
     # beyond its nodes' misses: they do not choose the path on either side, and the
     # search does not try each pair of its candidates in turn for one without misses
     blind = np.array([not ok[nd].any() for ok, nd in zip(oks, nodes, strict=True)])
-    for i in np.flatnonzero(blind[1:] | blind[:-1]) + 1:
-        costs[i][:] = 0.0
+    for k in np.flatnonzero(blind[1:] | blind[:-1]) + 1:
+        costs[int(k)][:] = 0.0
     ladder = Ladder(costs, nodes, [(~ok[nd]).astype(np.intp)
                                    for ok, nd in zip(oks, nodes, strict=True)])
     fills: dict[tuple[int, int, int], Fill] = {}
