@@ -87,28 +87,29 @@ class Ladder:
             em, came = self.edge_misses[i], self.count[i - 1]
             total = self.edges[i] + self.cost[i - 1]  # (to, from)
             if em is None:  # the misses of the path into each node of frame i - 1
-                low = np.full(len(self.nodes[i]), came.min())
-                if (came > low[0]).any():
-                    total = np.where(came > low[0], np.inf, total)
+                low = came.min()
+                if came.max() > low:
+                    total[:, came > low] = np.inf
             else:
                 tc = em + came
                 low = tc.min(axis=1)
-                total = np.where(tc > low[:, None], np.inf, total)
+                total[tc > low[:, None]] = np.inf
             best = total.argmin(axis=1)
             self.back[i] = best
             self.cost[i] = total[self.rows[i], best]
-            self.count[i] = low + self.misses[i]
+            self.count[i] = self.misses[i] + low
         for i in range(self.aft, meet, -1):  # into i - 1 from frame i's side
             em, goes = self.edge_misses[i], self.ahead_count[i] + self.misses[i]
             total = self.edges[i] + self.ahead[i][:, None]
             if em is None:
-                low = np.full(len(self.nodes[i - 1]), goes.min())
-                if (goes > low[0]).any():
-                    total = np.where((goes > low[0])[:, None], np.inf, total)
+                low = goes.min()
+                if goes.max() > low:
+                    total[goes > low] = np.inf
+                low = np.full(len(self.nodes[i - 1]), low)
             else:
                 tc = em + goes[:, None]
                 low = tc.min(axis=0)
-                total = np.where(tc > low[None, :], np.inf, total)
+                total[tc > low[None, :]] = np.inf
             best = total.argmin(axis=0)
             self.next[i - 1] = best
             self.ahead[i - 1] = total[best, self.rows[i - 1]]
@@ -154,7 +155,8 @@ def live_nodes(qs: Array, oks: NDArray[np.bool_],
 
 
 def _distinct(q: Array, rows: Index) -> Index:
-    """``rows`` (sorted) with one of each group of ``q``'s rows equal to 1e-4."""
+    """``rows`` (sorted) with one of each group of ``q``'s rows (coordinates, rad and m)
+    equal to 1e-4."""
     keys = np.ascontiguousarray(np.round(q[rows] * 1e4).astype(np.int64))
     as_bytes = keys.view(np.dtype((np.void, keys.itemsize * keys.shape[1])))[:, 0]
     _, first = np.unique(as_bytes, return_index=True)  # one sort key a row
