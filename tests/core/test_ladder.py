@@ -160,3 +160,44 @@ def test_a_stretch_out_of_reach_keeps_the_graph_small_and_the_rounds_few(
     assert max(most) <= ladder.MISSED_NODES
     assert rounds and max(rounds) < 100  # RobustOptions.path_rounds
     assert res.converged[~far].all()
+
+
+def test_slack_stops_the_first_pass_near_the_least_cost_in_fewer_rounds(
+        monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    """arm7, 300 frames (seed 6), solved in one pass: with untouched edges weighed
+    ``1 + SLACK`` times their estimates, the lazy search of the first pass (a quick one,
+    with retries behind it) takes at most three quarters of the rounds it takes without
+    (it no longer tries each of the near-equal routes beside a hard spot in turn), and
+    its path is as good: a sum of the largest step per frame to the 8th power at most
+    ``1 + SLACK`` times, a largest step at most 6 % larger, no jump."""
+    import dhik.solver.path.plan as plan
+    from dhik.solver.path import ladder, solve_path
+    from dhik.solver.path.search import frame_steps
+    from fixtures import arm7_path, largest_step
+
+    model, _, targets = arm7_path(300, 6)
+    inner_path, inner_pass = ladder.Ladder.path, plan.ladder_path
+    rounds: list[int] = []  # per pass, its rounds
+
+    def path(self: ladder.Ladder) -> np.ndarray:
+        rounds[-1] += 1
+        return inner_path(self)
+
+    def one_pass(*args: object, **kwargs: object) -> object:
+        rounds.append(0)
+        return inner_pass(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(ladder.Ladder, "path", path)
+    monkeypatch.setattr(plan, "ladder_path", one_pass)
+    out = {}
+    assert ladder.SLACK > 0
+    for slack in (0.0, ladder.SLACK):
+        monkeypatch.setattr(ladder, "SLACK", slack)
+        rounds.clear()
+        res = solve_path(model, targets)
+        assert len(rounds) == 1 and res.converged.all() and not res.jumps
+        steps = frame_steps(model, res.q, ~model.held)
+        out[slack] = rounds[0], float(np.sum(steps ** 8)), largest_step(model, res.q)
+    (exact_rounds, exact_cost, exact_step), (rounds_, cost, step) = out[0.0], out[ladder.SLACK]
+    assert 4 * rounds_ <= 3 * exact_rounds
+    assert cost <= (1 + ladder.SLACK) * exact_cost and step <= 1.06 * exact_step

@@ -42,8 +42,13 @@ def test_a_first_pass_stops_slow_tracks_and_its_retries_do_not(
     converges slowly. The first pass stops its tracks after ``QUICK_BUDGET`` iterations
     and leaves jumps there; its retries track with the full budget and find the
     continuous path (no jump, largest step under twice the truth's). With quick passes
-    throughout the jumps stay: the retries' full budget is what finds the path."""
+    throughout the jumps stay: the retries' full budget is what finds the path. (With
+    ``ladder.SLACK`` on the first pass the quick retries find it here too: this is the
+    budget's test, so the slack is left out.)"""
+    from dhik.solver.path import ladder
+
     model, truth, targets = arm7_path(1000, 12)
+    monkeypatch.setattr(ladder, "SLACK", 0.0)
     budgets = tracking_budgets(monkeypatch)
     firsts = relaxed_passes(monkeypatch)
     res = solve_path(model, targets)
@@ -55,6 +60,7 @@ def test_a_first_pass_stops_slow_tracks_and_its_retries_do_not(
     assert largest_step(model, res.q) < 2.0 * largest_step(model, truth)
 
     monkeypatch.undo()
+    monkeypatch.setattr(ladder, "SLACK", 0.0)
     quick = candidates.GridTracks.__init__
 
     def always_quick(self: candidates.GridTracks, search: Search, _: bool = False) -> None:
