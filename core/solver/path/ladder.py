@@ -269,8 +269,9 @@ def ladder_path(search: Search, stride: int, coarse_motion: float, lane_frames: 
     blind = np.array([not ok[nd].any() for ok, nd in zip(oks, nodes, strict=True)])
     for k in np.flatnonzero(blind[1:] | blind[:-1]) + 1:
         costs[int(k)][:] = 0.0
-    for c in costs[1:] if quick else ():  # the estimates, weighed against what fills
-        c *= np.float32(1.0 + SLACK)  # find (``SLACK``)
+    if quick:  # the estimates, weighed against what fills find (``SLACK``)
+        for c in costs[1:]:
+            c *= np.float32(1.0 + SLACK)
     ladder = Ladder(costs, nodes, [(~ok[nd]).astype(np.intp)
                                    for ok, nd in zip(oks, nodes, strict=True)])
     fills: dict[tuple[int, int, int], Fill] = {}
