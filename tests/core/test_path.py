@@ -552,6 +552,39 @@ def test_a_jump_the_first_retry_leaves_gets_a_denser_one() -> None:
     assert solve_path(model, targets, options=RobustOptions(retries=1)).jumps
 
 
+def test_a_late_retry_locks_every_column(monkeypatch: pytest.MonkeyPatch) -> None:
+    """arm7, 1,000 frames, seed 137: the first pass and the first retry (on the four
+    columns best conditioned on frame 0, ``free_count``) leave a fast swing, over twice
+    the truth's largest step; the second retry locks each of the seven columns in turn
+    (``plan.WIDE_FROM``) and finds a path within 1.5x of it. With every retry on the
+    four columns the swing stays. Only the late retry is wide."""
+    import dhik.solver.path.plan as plan
+    from dhik.solver.path.search import Search
+
+    model, truth, targets = arm7_path(1000, 137)
+    locked: list[tuple[bool, bool, int]] = []  # per pass: quick, wide, columns locked
+    inner, columns = plan.ladder_path, Search.free_columns
+
+    def pass_(search: Any, *args: Any) -> PathResult:
+        locked.append((args[-2], args[-1], 0))
+        return inner(search, *args)
+
+    def counted(self: Search, sols: np.ndarray, frame: int, count: int) -> list[int]:
+        out = columns(self, sols, frame, count)
+        locked[-1] = (*locked[-1][:2], len(out))
+        return out
+
+    monkeypatch.setattr(plan, "ladder_path", pass_)
+    monkeypatch.setattr(Search, "free_columns", counted)
+    res = solve_path(model, targets)
+    assert res.converged.all() and not res.jumps
+    assert largest_step(model, res.q) < 1.5 * largest_step(model, truth)
+    assert locked == [(True, False, 4), (False, False, 4), (False, True, 7)]
+    monkeypatch.setattr(plan, "WIDE_FROM", 99)
+    narrow = solve_path(model, targets)
+    assert largest_step(model, narrow.q) > 2.0 * largest_step(model, truth)
+
+
 @pytest.mark.parametrize(("seed", "passes"), [(3, 1), (7, 2)])
 def test_frames_out_of_reach_are_not_planned_again(monkeypatch: pytest.MonkeyPatch,
                                                    seed: int, passes: int) -> None:  # fmt: skip

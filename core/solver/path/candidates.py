@@ -9,7 +9,8 @@ coarse frame, from their linear extrapolation, pulled toward their previous solu
 back from live tracks whose value of the locked column is near (the self-motion manifold
 grown along itself, each grid filling in where another folds) and from random restarts
 now and then. A quick pass (a first one, with a retry behind it) stops the tracks of a
-self-motion of one dimension that converge slowly (``QUICK_BUDGET``). Segments of the
+self-motion of one dimension that converge slowly (``QUICK_BUDGET``); a wide one (a late
+retry, ``plan.WIDE_FROM``) locks every column there. Segments of the
 coarse frames are tracked side by side (lanes) both ways where the self-motion has one
 dimension; with more a grid cell is not a point, lanes would meet where their tracks
 differ, and the whole clip is one lane. Without redundancy the cells are the branches
@@ -44,7 +45,7 @@ RESEED_EVERY = 16  # coarse frames between random re-seeding of dead tracks
 # there, seeded as every lane's first frame is
 RESEED_TAIL = 8
 RESEED_ROWS = 2  # random starts per dead track when re-seeding
-RESEED_CAP = 64  # random starts at most per re-seeding and lane
+RESEED_CAP = 64  # random starts at most per re-seeding, lane and 128 slots
 RESEED_ITERATIONS = 20  # LM budget of a random start
 LATERAL_SWEEPS = 1  # rounds of growing dead cells from live tracks per frame
 LATERAL_SOURCES = 1  # live tracks each dead cell is tried from
@@ -76,11 +77,16 @@ SHORT_STEP = 1.5
 class GridTracks:
     """One pass of candidate tracks over a search's coarse frames (module docstring)."""
 
-    def __init__(self, search: Search, quick: bool = False) -> None:
-        """``quick``: a first pass with a retry behind it (``QUICK_BUDGET``)."""
+    def __init__(self, search: Search, quick: bool = False, wide: bool = False) -> None:
+        """``quick``: a first pass with a retry behind it (``QUICK_BUDGET``); ``wide``:
+        on a self-motion of one dimension, every column locked in turn, not the
+        ``free_count`` best conditioned on the first frame (a late retry:
+        ``plan.WIDE_FROM``)."""
         self.search = search
         self.opts = search.opts
         self.quick = quick
+        self.wide = wide
+        self.width = 0  # slots per lane (grid_pass)
 
     def grid_tracks(self, stride: int, coarse_motion: float, lane_frames: int,
                     start: Array | None = None, end: Array | None = None
@@ -97,7 +103,8 @@ class GridTracks:
         o, sr = self.opts, self.search
         frames = sr.coarse_frames(stride, coarse_motion)
         probe = sr.seeds(0, 4)
-        frees = sr.free_columns(probe, 0, o.free_count)
+        wide = self.wide and sr.redundancy() == 1
+        frees = sr.free_columns(probe, 0, sr.model.n if wide else o.free_count)
         c = len(frames)
         # lanes meet where one lane's tracks reach the points the next one's start from:
         # with a self-motion of one dimension a grid cell is a point (per branch), with
@@ -163,6 +170,7 @@ class GridTracks:
             if frozen is not None:
                 frozen = np.vstack([frozen, np.zeros((count, model.n), dtype=bool)])
         self.cells = (g, per, slot_col, cell_value, lane_of)
+        self.width = width
         slots = len(cell_value)
         self._wait = np.zeros(slots, dtype=int)  # lateral growth: not tried before this
         self.growable = np.ones(slots, dtype=bool)  # dead slots that may grow back
@@ -239,7 +247,9 @@ class GridTracks:
         if dead.size == 0:
             return
         reps = RESEED_ROWS if i > 0 else SEED_ROWS
-        cap = RESEED_CAP * (1 + int(np.max(self.cells[4])))  # per lane
+        # per lane, and more where a lane has more slots (a wide pass's: its first
+        # frame seeds as many of its cells as a first pass's does)
+        cap = RESEED_CAP * max(self.width, 128) // 128 * (1 + int(np.max(self.cells[4])))
         if dead.size * reps > cap:
             dead = dead[np.linspace(0, dead.size - 1, cap // reps).astype(int)]
         rows = np.repeat(dead, reps)

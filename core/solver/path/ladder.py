@@ -220,13 +220,14 @@ def _power(x: Array, p: float) -> Array:
 
 def ladder_path(search: Search, stride: int, coarse_motion: float, lane_frames: int,
                 start: Array | None = None, end: Array | None = None,
-                quick: bool = False) -> PathResult:  # fmt: skip
+                quick: bool = False, wide: bool = False) -> PathResult:  # fmt: skip
     """The path through grid tracks of coarse frames (``stride``, ``coarse_motion``,
     ``lane_frames``: :class:`~.candidates.GridTracks`) from ``start`` (n,) (else from the
     T-pose when it is on the first target) and to ``end`` (n,) when given, every frame
     filled, unconverged frames approached as closely as the LM gets. ``quick``: a first
     pass with a retry behind it (:class:`~.candidates.GridTracks`), whose lazy search
-    weighs untouched edges ``1 + SLACK`` times their estimates."""
+    weighs untouched edges ``1 + SLACK`` times their estimates; ``wide``: grid tracks on
+    every column (a late retry)."""
     model, problem, opts = search.model, search.problem, search.opts
     f = search.frames
     m = len(model.effectors)
@@ -247,8 +248,8 @@ def ladder_path(search: Search, stride: int, coarse_motion: float, lane_frames: 
         start = problem.hold(start[None], np.zeros(1, dtype=np.intp))[0]
     if end is not None:
         end = problem.hold(end[None], np.array([f - 1]))[0]
-    idx, qs, oks = GridTracks(search, quick).grid_tracks(max(stride, 1), coarse_motion,
-                                                         lane_frames, start, end)
+    idx, qs, oks = GridTracks(search, quick, wide).grid_tracks(max(stride, 1), coarse_motion,
+                                                               lane_frames, start, end)
     filler = Filler(search)
     nodes = live_nodes(qs, oks, lambda x: search.report(GRID_SHARE + 0.01 * x))
     if start is not None:  # the path leaves frame 0 from ``start`` only

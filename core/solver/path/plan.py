@@ -34,6 +34,17 @@ Array = NDArray[np.float64]
 
 LANE_FRAMES = 12  # fewest coarse frames per lane
 MEND_FRAMES = 128  # frames on each side of a jump planned again before the whole clip
+# retries from this one on (0: the first) lock every column of a self-motion of one
+# dimension in turn (``GridTracks``' wide pass), not the ``free_count`` best conditioned
+# on the first frame: a retry is there because a pass left a jump or a fast swing, and
+# on long clips that is often a stretch where the path's part of the self-motion barely
+# moves those columns, so that no cell of their grids holds a track there (arm7,
+# test-generator clips, 5,000 frames, seeds 1-96: 10 clips over twice the smooth
+# reference's largest step, one a jump of 390x, -> 6, at most 2.25x, in the same time;
+# 1,000 frames, seeds 100-147: 1 -> 0). Not the first retry: every column there also
+# finds routes that split a jump the targets force in two (test_windows.py), which the
+# sum of steps^power prefers
+WIDE_FROM = 1
 
 
 def solve_path(model: BatchedKinematics, targets: ArrayLike,
@@ -90,16 +101,17 @@ def _plan(model: BatchedKinematics, targets: Array,
           weights: Sequence[tuple[float, float]] | None, settings: SolverSettings | None,
           opts: RobustOptions, start: ArrayLike | None, before: ArrayLike | None,
           after: ArrayLike | None, held: ArrayLike | None,
-          progress: Callable[[float], None] | None) -> PathResult:  # fmt: skip
-    """:func:`solve_path` without poles."""
+          progress: Callable[[float], None] | None, wide: bool = False) -> PathResult:  # fmt: skip
+    """:func:`solve_path` without poles; ``wide``: its first pass a wide one (a late
+    retry's window, ``WIDE_FROM``)."""
     held, first, last = _ends(model, targets, weights, settings, opts, start, before, after,
                               held, None)
 
     def one_pass(stride: int, motion: float, lane_frames: int, span: tuple[float, float],
-                 quick: bool = False) -> PathResult:  # fmt: skip
+                 quick: bool = False, wide: bool = False) -> PathResult:  # fmt: skip
         search = Search(model, targets, weights, settings, opts, held)
         search.progress, search.span = progress, span
-        return ladder_path(search, stride, motion, lane_frames, first, last, quick)
+        return ladder_path(search, stride, motion, lane_frames, first, last, quick, wide)
 
     stride, motion, lane_frames = opts.stride, opts.coarse_motion, LANE_FRAMES
     search = Search(model, targets, weights, settings, opts, held)
@@ -120,7 +132,7 @@ def _plan(model: BatchedKinematics, targets: Array,
         return relax_peaks(model, search.problem, path, opts.flip_factor)
 
     best = one_pass(stride, motion, lane_frames, (0.2, 1.0 if opts.retries < 1 else 0.7),
-                    opts.retries > 0)
+                    opts.retries > 0, wide)
     best.iterations = best.iterations + search.work
     best = relaxed(best)
     work = best.iterations
@@ -134,20 +146,21 @@ def _plan(model: BatchedKinematics, targets: Array,
         if (not rough and not missed) or (missed and r > 0):
             break
         stride, motion, lane_frames = max(stride // 2, 1), motion / 2, 2 * lane_frames
+        late = r >= WIDE_FROM
         lo, hi = 0.7 + 0.3 * r / opts.retries, 0.7 + 0.3 * (r + 1) / opts.retries
         if not missed and _windows(rough, len(targets)):
             # rough frames alone, in a quarter of the clip at most: the frames around them
             cut = lo + 0.25 * (hi - lo)
             tick = None if progress is None else (lambda x, a=lo, b=cut: progress(a + (b - a) * x))
             mended = relaxed(_mended(model, targets, weights, settings, opts, held, best,
-                                     rough, first, last, (stride, motion), tick))
+                                     rough, first, last, (stride, motion), tick, late))
             work = work + mended.iterations - best.iterations  # the windows' passes
             if _score(model, mended) < _score(model, best):
                 best = mended
             if not _rough(model, best, far):
                 continue
             lo = cut
-        again = relaxed(one_pass(stride, motion, lane_frames, (lo, hi)))
+        again = relaxed(one_pass(stride, motion, lane_frames, (lo, hi), wide=late))
         work = work + again.iterations  # the pass not kept was work too
         if _score(model, again) < _score(model, best):
             best = again
@@ -161,14 +174,16 @@ def _mended(model: BatchedKinematics, targets: Array,
             weights: Sequence[tuple[float, float]] | None, settings: SolverSettings | None,
             opts: RobustOptions, held: Array | None, path: PathResult, rough: list[int],
             first: Array | None, last: Array | None, coarse: tuple[int, float],
-            progress: Callable[[float], None] | None) -> PathResult:  # fmt: skip
+            progress: Callable[[float], None] | None, wide: bool = False
+            ) -> PathResult:  # fmt: skip
     """``path`` (every reachable frame converged) with the frames within ``MEND_FRAMES``
     of each of its ``rough`` frames (:func:`_rough`) planned again, coarse frames
     ``coarse`` (stride, target motion) apart, from the path's own pose on the frame
     before the window (else ``first``) to the pose its frame after the window leads to
     (else ``last``): a jump or swing that a denser search of its neighbourhood avoids
-    needs no search of the whole clip again. A new path (its jumps measured again;
-    ``iterations``: the path's and the windows' passes)."""
+    needs no search of the whole clip again; ``wide``: the windows' passes wide ones
+    (``WIDE_FROM``). A new path (its jumps measured again; ``iterations``: the path's
+    and the windows' passes)."""
     f = len(targets)
     q, work = path.q.copy(), path.iterations.copy()
     conv, pe, re = path.converged.copy(), path.position_error.copy(), \
@@ -182,7 +197,7 @@ def _mended(model: BatchedKinematics, targets: Array,
         after = q[b + 1] if b + 1 < f else last
         part = slice(a, b + 1)
         sub = _plan(model, targets[part], weights, settings, sub_opts, start, None, after,
-                    None if held is None else held[part], tick)
+                    None if held is None else held[part], tick, wide)
         q[part], conv[part], pe[part], re[part] = sub.q, sub.converged, \
             sub.position_error, sub.orientation_error
         work[part] += sub.iterations
