@@ -9,8 +9,8 @@ coarse frame, from their linear extrapolation, pulled toward their previous solu
 back from live tracks whose value of the locked column is near (the self-motion manifold
 grown along itself, each grid filling in where another folds) and from random restarts
 now and then. A quick pass (a first one, with a retry behind it) stops the tracks of a
-self-motion of one dimension that converge slowly (``QUICK_BUDGET``); a wide one (a late
-retry, ``plan.WIDE_FROM``) locks every column there. Segments of the
+self-motion of one dimension that converge slowly (``QUICK_BUDGET``); a wide one (a retry,
+``plan.WIDE_RETRIES``) locks every column there. Segments of the
 coarse frames are tracked side by side (lanes) both ways where the self-motion has one
 dimension; with more a grid cell is not a point, lanes would meet where their tracks
 differ, and the whole clip is one lane. Without redundancy the cells are the branches
@@ -80,8 +80,8 @@ class GridTracks:
     def __init__(self, search: Search, quick: bool = False, wide: bool = False) -> None:
         """``quick``: a first pass with a retry behind it (``QUICK_BUDGET``); ``wide``:
         on a self-motion of one dimension, every column locked in turn, not the
-        ``free_count`` best conditioned on the first frame (a late retry:
-        ``plan.WIDE_FROM``)."""
+        ``free_count`` best conditioned on the first frame (a retry:
+        ``plan.WIDE_RETRIES``)."""
         self.search = search
         self.opts = search.opts
         self.quick = quick

@@ -227,7 +227,7 @@ def ladder_path(search: Search, stride: int, coarse_motion: float, lane_frames: 
     filled, unconverged frames approached as closely as the LM gets. ``quick``: a first
     pass with a retry behind it (:class:`~.candidates.GridTracks`), whose lazy search
     weighs untouched edges ``1 + SLACK`` times their estimates; ``wide``: grid tracks on
-    every column (a late retry)."""
+    every column (a retry)."""
     model, problem, opts = search.model, search.problem, search.opts
     f = search.frames
     m = len(model.effectors)

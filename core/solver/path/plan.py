@@ -34,17 +34,16 @@ Array = NDArray[np.float64]
 
 LANE_FRAMES = 12  # fewest coarse frames per lane
 MEND_FRAMES = 128  # frames on each side of a jump planned again before the whole clip
-# retries from this one on (0: the first) lock every column of a self-motion of one
-# dimension in turn (``GridTracks``' wide pass), not the ``free_count`` best conditioned
-# on the first frame: a retry is there because a pass left a jump or a fast swing, and
-# on long clips that is often a stretch where the path's part of the self-motion barely
-# moves those columns, so that no cell of their grids holds a track there (arm7,
-# test-generator clips, 5,000 frames, seeds 1-96: 10 clips over twice the smooth
-# reference's largest step, one a jump of 390x, -> 6, at most 2.25x, in the same time;
-# 1,000 frames, seeds 100-147: 1 -> 0). Not the first retry: every column there also
-# finds routes that split a jump the targets force in two (test_windows.py), which the
-# sum of steps^power prefers
-WIDE_FROM = 1
+# retries lock every column of a self-motion of one dimension in turn (``GridTracks``'
+# wide pass), not the ``free_count`` best conditioned on the first frame: a retry is
+# there because a pass left a jump or a fast swing, and on long clips that is often a
+# stretch where the path's part of the self-motion barely moves those columns, so that
+# no cell of their grids holds a track there (arm7, test-generator clips, same session:
+# 5,000 frames, seeds 1-96, 10 clips over twice the smooth reference's largest step, one
+# a jump of 390x, -> 4, at most 2.25x, in 0.83x the time; 1,000 and 2,000 frames, seeds
+# 100-147: 1 -> 0 each; the clips that take a retry cost more: 2,000 frames, seeds
+# 200-249, 12 % more LM rows)
+WIDE_RETRIES = True
 
 
 def solve_path(model: BatchedKinematics, targets: ArrayLike,
@@ -102,8 +101,8 @@ def _plan(model: BatchedKinematics, targets: Array,
           opts: RobustOptions, start: ArrayLike | None, before: ArrayLike | None,
           after: ArrayLike | None, held: ArrayLike | None,
           progress: Callable[[float], None] | None, wide: bool = False) -> PathResult:  # fmt: skip
-    """:func:`solve_path` without poles; ``wide``: its first pass a wide one (a late
-    retry's window, ``WIDE_FROM``)."""
+    """:func:`solve_path` without poles; ``wide``: its first pass a wide one (a
+    retry's window, ``WIDE_RETRIES``)."""
     held, first, last = _ends(model, targets, weights, settings, opts, start, before, after,
                               held, None)
 
@@ -146,21 +145,21 @@ def _plan(model: BatchedKinematics, targets: Array,
         if (not rough and not missed) or (missed and r > 0):
             break
         stride, motion, lane_frames = max(stride // 2, 1), motion / 2, 2 * lane_frames
-        late = r >= WIDE_FROM
         lo, hi = 0.7 + 0.3 * r / opts.retries, 0.7 + 0.3 * (r + 1) / opts.retries
         if not missed and _windows(rough, len(targets)):
             # rough frames alone, in a quarter of the clip at most: the frames around them
             cut = lo + 0.25 * (hi - lo)
             tick = None if progress is None else (lambda x, a=lo, b=cut: progress(a + (b - a) * x))
             mended = relaxed(_mended(model, targets, weights, settings, opts, held, best,
-                                     rough, first, last, (stride, motion), tick, late))
+                                     rough, first, last, (stride, motion), tick,
+                                     WIDE_RETRIES))
             work = work + mended.iterations - best.iterations  # the windows' passes
             if _score(model, mended) < _score(model, best):
                 best = mended
             if not _rough(model, best, far):
                 continue
             lo = cut
-        again = relaxed(one_pass(stride, motion, lane_frames, (lo, hi), wide=late))
+        again = relaxed(one_pass(stride, motion, lane_frames, (lo, hi), wide=WIDE_RETRIES))
         work = work + again.iterations  # the pass not kept was work too
         if _score(model, again) < _score(model, best):
             best = again
@@ -182,7 +181,7 @@ def _mended(model: BatchedKinematics, targets: Array,
     before the window (else ``first``) to the pose its frame after the window leads to
     (else ``last``): a jump or swing that a denser search of its neighbourhood avoids
     needs no search of the whole clip again; ``wide``: the windows' passes wide ones
-    (``WIDE_FROM``). A new path (its jumps measured again; ``iterations``: the path's
+    (``WIDE_RETRIES``). A new path (its jumps measured again; ``iterations``: the path's
     and the windows' passes)."""
     f = len(targets)
     q, work = path.q.copy(), path.iterations.copy()
