@@ -58,7 +58,9 @@ class RobustOptions:
     stride: int = 32  # most frames between coarse frames
     coarse_motion: float = 0.6  # most target motion between coarse frames (m/scale + rad)
     grid: int = 32  # redundant chains: values on the grid of each locked column
-    free_count: int = 4  # columns locked in turn on that grid
+    # columns locked in turn on that grid (a retry on a self-motion of one dimension
+    # locks every column: path/plan.py's WIDE_RETRIES)
+    free_count: int = 4
     power: float = 8.0  # path cost: sum over frames of the largest column step^power
     path_rounds: int = 100  # lazy path search: rounds of filling the chosen edges
     flip_factor: float = 2.5  # a step this many times its neighbours' median: a jump
