@@ -40,7 +40,7 @@ MEND_FRAMES = 128  # frames on each side of a jump planned again before the whol
 # stretch where the path's part of the self-motion barely moves those columns, so that
 # no cell of their grids holds a track there (arm7, test-generator clips, same session:
 # 5,000 frames, seeds 1-96, 10 clips over twice the smooth reference's largest step, one
-# a jump of 390x, -> 4, at most 2.25x, in 0.83x the time; 1,000 and 2,000 frames, seeds
+# a jump of 390x, -> 4, at most 2.25x, in 0.86x the time; 1,000 and 2,000 frames, seeds
 # 100-147: 1 -> 0 each; the clips that take a retry cost more: 2,000 frames, seeds
 # 200-249, 12 % more LM rows)
 WIDE_RETRIES = True

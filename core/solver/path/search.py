@@ -60,7 +60,8 @@ class Search:
         self.progress: Callable[[float], None] | None = None  # told fractions of the solve
         self.span = (0.0, 1.0)  # the share of the whole solve this search is
         self._told = 0.0
-        self._prefix: tuple[Array, Array] | None = None  # of the targets' motion (spread)
+        # the targets' motion: running sums, and per step to the power (spread)
+        self._spread_terms: tuple[Array, Array] | None = None
         self._motion: Array | None = None
 
     def report(self, fraction: float) -> None:
@@ -176,14 +177,14 @@ class Search:
         The numerator is summed stretch by stretch, not as a difference of running sums:
         at p = 8 one fast step's m^p swamps a running sum's resolution for every
         stretch after it (arm7 with frames out of reach: estimates 40 % off)."""
-        if self._prefix is None:
+        if self._spread_terms is None:
             move = self.motion()
             m = move + 0.05 * (float(move.mean()) if move.size else 0.0) + 1e-12
             bounded = np.minimum(m, self.opts.flip_factor * local_steps(m))
             # a 0 after the last step: a stretch may end on the last frame (reduceat)
-            self._prefix = (np.concatenate([[0.0], np.cumsum(m)]),
+            self._spread_terms = (np.concatenate([[0.0], np.cumsum(m)]),
                             np.append(bounded ** self.opts.power, 0.0))
-        cm, mp = self._prefix
+        cm, mp = self._spread_terms
         a, b = np.broadcast_arrays(np.asarray(a), np.asarray(b))
         fa, fb = a.ravel(), b.ravel()
         sums = np.zeros(fa.shape)
