@@ -510,8 +510,10 @@ def test_a_jump_is_mended_around_it_not_by_planning_the_whole_clip(
     is not searched again: every frame converged, no jump, no step beyond twice the
     truth's largest, the frames away from the jump as the first pass left them (but for
     a few its peaks' relaxing moves again). Where the windows would be over a quarter of
-    the clip, the whole clip is planned again at once."""
+    the clip, the whole clip is planned again at once. (The first pass without
+    ``ladder.HARD``'s raised estimates, which find the path here at once.)"""
     import dhik.solver.path.plan as plan
+    from dhik.solver.path import ladder
 
     width = 2 * plan.MEND_FRAMES + 1  # one jump's window, away from the clip's ends
     assert plan._windows([500], 4 * width) == [(500 - plan.MEND_FRAMES,
@@ -522,6 +524,7 @@ def test_a_jump_is_mended_around_it_not_by_planning_the_whole_clip(
                                                     (900 - plan.MEND_FRAMES,
                                                      900 + plan.MEND_FRAMES)]
     model, truth, targets = arm7_path(2000, 10)
+    monkeypatch.setattr(ladder, "HARD", np.inf)
     planned = planned_passes(monkeypatch)
     passes = relaxed_passes(monkeypatch)
     res = solve_path(model, targets)
@@ -543,9 +546,11 @@ def test_a_jump_the_first_retry_leaves_gets_a_denser_one(
     """arm7, 600 frames, seed 12: the shoulder passes near J2 = 0, where the first pass
     leaves a jump. Its retry, on every column (``plan.WIDE_RETRIES``), finds the
     continuous path: no jump, largest step 1.11x the truth's. With retries on the first
-    pass's four columns, the first (coarse frames twice as dense) leaves the jump and
-    the second (four times as dense) finds the path (1.23x)."""
+    pass's four columns (and the first pass without ``ladder.HARD``'s raised
+    estimates, which find the path here at once), the first (coarse frames twice as
+    dense) leaves the jump and the second (four times as dense) finds the path (1.23x)."""
     import dhik.solver.path.plan as plan
+    from dhik.solver.path import ladder
     from dhik.solver.settings import RobustOptions
 
     model, truth, targets = arm7_path(600, 12)
@@ -554,6 +559,7 @@ def test_a_jump_the_first_retry_leaves_gets_a_denser_one(
         assert res.converged.all() and not res.jumps
         assert largest_step(model, res.q) < 1.5 * largest_step(model, truth)
     monkeypatch.setattr(plan, "WIDE_RETRIES", False)
+    monkeypatch.setattr(ladder, "HARD", np.inf)
     assert solve_path(model, targets, options=RobustOptions(retries=1)).jumps
     res = solve_path(model, targets)
     assert not res.jumps and largest_step(model, res.q) < 1.5 * largest_step(model, truth)

@@ -43,13 +43,14 @@ def test_a_first_pass_stops_slow_tracks_and_its_retries_do_not(
     and leaves jumps there; its retries track with the full budget and find the
     continuous path (no jump, largest step under twice the truth's). With quick passes
     throughout the jumps stay: the retries' full budget is what finds the path. (With
-    ``ladder.SLACK`` on the first pass, or retries on every column,
-    ``plan.WIDE_RETRIES``, the quick retries find it here too: this is the budget's test,
-    so the slack and the wide retry are left out.)"""
+    ``ladder.SLACK`` or ``ladder.HARD`` on the first pass, or retries on every column,
+    ``plan.WIDE_RETRIES``, the quick passes find it here too: this is the budget's test,
+    so they are left out.)"""
     from dhik.solver.path import ladder, plan
 
     model, truth, targets = arm7_path(1000, 12)
     monkeypatch.setattr(ladder, "SLACK", 0.0)
+    monkeypatch.setattr(ladder, "HARD", np.inf)
     monkeypatch.setattr(plan, "WIDE_RETRIES", False)
     budgets = tracking_budgets(monkeypatch)
     firsts = relaxed_passes(monkeypatch)
@@ -63,6 +64,7 @@ def test_a_first_pass_stops_slow_tracks_and_its_retries_do_not(
 
     monkeypatch.undo()
     monkeypatch.setattr(ladder, "SLACK", 0.0)
+    monkeypatch.setattr(ladder, "HARD", np.inf)
     monkeypatch.setattr(plan, "WIDE_RETRIES", False)
     quick = candidates.GridTracks.__init__
 
