@@ -171,9 +171,10 @@ def _beside_hard(ladder: Ladder, search: Search, qs: Array, nodes: list[Index], 
     the transition's, before the slack): the untouched edges whose ends lie within
     ``BESIDE`` of its ends count that ratio times their estimates."""
     frm, to = at
-    if not est[to, frm] > 0 or cost <= HARD * float(est[to, frm]):
+    estimate = float(est[to, frm])
+    if not estimate > 0 or cost <= HARD * estimate:
         return
-    ratio = cost / float(est[to, frm])
+    ratio = cost / estimate
     qa, qb = qs[i - 1][nodes[i - 1]], qs[i][nodes[i]]
     near_from = np.flatnonzero(search.steps(qa, np.repeat(qa[frm:frm + 1], len(qa), 0))
                                <= BESIDE)
