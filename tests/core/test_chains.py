@@ -279,11 +279,14 @@ def test_chain_length_and_driven_joints_bake_flip_free() -> None:
     assert all(r.converged for r in result.records)
     got = np.array([[fr["joints"][n]["angle"] for n in arm_joints] for fr in result.frames])
     assert [fr["joints"]["Turntable"]["angle"] for fr in result.frames] == turn.tolist()
-    # the baked values, posed on the joint objects, reach the targets
+    # the baked values, posed on the joint objects, reach the targets: within the bake's
+    # tolerance, and as far off as its record says (the objects' FK is the engine's)
     for f in (0, 77, frames - 1):
         ref = Skeleton(defn)
         ref.set_joint_values(result.frames[f]["joints"])
-        assert np.linalg.norm(ref.world_transforms()["Tool"][:3, 3] - targets[f][:3, 3]) < 1e-4
+        off = np.linalg.norm(ref.world_transforms()["Tool"][:3, 3] - targets[f][:3, 3])
+        assert off < SolverSettings().position_tolerance
+        assert off == pytest.approx(result.records.errors[f, 0], abs=1e-9)
     true_step = np.abs(np.diff(truth, axis=0)).max()
     steps = np.abs(np.diff(got, axis=0)).max(axis=1)
     assert steps.max() < 2.0 * true_step, (steps.max(), true_step)

@@ -150,17 +150,17 @@ def test_raised_edges_keep_the_measured_ones_and_the_best_path(seed: int) -> Non
 
 
 def test_a_hard_spot_raises_the_routes_beside_it(monkeypatch: pytest.MonkeyPatch) -> None:
-    """arm7, 1,000 frames (seed 12), solved in one pass: on the first pass an edge whose
+    """arm7, 1,000 frames (seed 17), solved in one pass: on the first pass an edge whose
     fill costs over ``HARD`` times its estimate raises the untouched edges within
     ``BESIDE`` of its ends to that ratio times their estimates. The lazy search then
-    takes under 3/4 of the rounds, and its path is as good: a sum of the largest step per
-    frame to the 8th power within ``1 + SLACK``, the same largest step within 5 %. Without
-    it the pass runs out of rounds (100) trying those routes one at a time."""
+    takes under half the rounds it takes without (37 against 90, trying those routes one
+    at a time), and its path is as good: a sum of the largest step per frame to the 8th
+    power within ``1 + SLACK``, the same largest step within 5 %."""
     from dhik.solver.path import ladder, solve_path
     from dhik.solver.path.search import frame_steps
     from fixtures import arm7_path, largest_step
 
-    model, truth, targets = arm7_path(1000, 12)
+    model, truth, targets = arm7_path(1000, 17)
     rounds: list[int] = []
     inner = ladder.Ladder.path
 
@@ -174,7 +174,7 @@ def test_a_hard_spot_raises_the_routes_beside_it(monkeypatch: pytest.MonkeyPatch
     rounds.clear()
     monkeypatch.setattr(ladder, "HARD", np.inf)
     without = solve_path(model, targets)
-    assert len(rounds) == 100 and raised < 75
+    assert 2 * raised < len(rounds)
     for res in (with_rule, without):
         assert res.converged.all() and not res.jumps
         assert largest_step(model, res.q) < 1.5 * largest_step(model, truth)
@@ -226,7 +226,7 @@ def test_a_stretch_out_of_reach_keeps_the_graph_small_and_the_rounds_few(
 
 def test_slack_stops_the_first_pass_near_the_least_cost_in_fewer_rounds(
         monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
-    """arm7, 300 frames (seed 6), solved in one pass: with untouched edges weighed
+    """arm7, 300 frames (seed 7), solved in one pass: with untouched edges weighed
     ``1 + SLACK`` times their estimates, the lazy search of the first pass (a quick one,
     with retries behind it) takes at most three quarters of the rounds it takes without
     (it no longer tries each of the near-equal routes beside a hard spot in turn), and
@@ -237,7 +237,7 @@ def test_slack_stops_the_first_pass_near_the_least_cost_in_fewer_rounds(
     from dhik.solver.path.search import frame_steps
     from fixtures import arm7_path, largest_step
 
-    model, _, targets = arm7_path(300, 6)
+    model, _, targets = arm7_path(300, 7)
     inner_path, inner_pass = ladder.Ladder.path, plan.ladder_path
     rounds: list[int] = []  # per pass, its rounds
 

@@ -470,3 +470,44 @@ def test_a_pole_needs_a_chain_of_three_joints() -> None:
     model = BatchedModel(defn, ["Hand"], [2], points=pole_points(plain.chains, [0]))
     with pytest.raises(ValueError, match="a pole needs a chain of 3 joints"):
         PoleSet.build(model, [0], np.zeros((1, 1, 3)), [0.0])
+
+
+@pytest.mark.parametrize(("window", "ratio"), [(4, 0.5), (3, 0.1), (3, 0.01)])
+def test_a_search_that_stalls_stops_as_its_rule_says(window: int, ratio: float) -> None:
+    """The stall rule (``stall_window``, ``stall_ratio``: the options' 4 and 0.5, the
+    quick pass's 3 and 0.1, ``candidates.QUICK_STALL``, and a stricter one): a row stops
+    at the first iteration ``i >= window`` whose energy (half the squared weighted error)
+    is over ``ratio`` times the energy ``window`` iterations before, unless it converged
+    first. The energies are taken from runs of 0, 1, 2, ... iterations, and the stop they
+    predict is the one the LM makes: on a target out of reach (it stalls at once) and on
+    one within reach from the T-pose (its error falls 25-fold in one step, then 33-fold
+    in three: the strict rule stops it there, unconverged; the others let it converge)."""
+    from dhik.solver.lm.loop import levenberg_marquardt
+
+    model = BatchedModel(load_skeleton(ARM7), ["Tool"])
+    rng = np.random.default_rng(4)
+    near = rng.uniform(0.3 * model.lo, 0.3 * model.hi)
+    targets = model.transforms(near[None])[:, 0].copy()
+    far = targets.copy()
+    far[:, :3, 3] *= 4.0  # the same target four times as far from the base: out of reach
+    outcomes = []
+    for target in (far, targets):
+        problem = Problem(model, target[:, None], None, ENGINE_SETTINGS)
+        start = np.zeros((1, model.n))
+        budget = 12
+        runs = [levenberg_marquardt(model, problem, start, b, stall_window=budget)
+                for b in range(budget + 1)]
+        trace = [0.5 * float(np.sum(problem.linearise(
+            r.q.T.copy(), problem.rows.take(np.zeros(1, dtype=np.intp))).e ** 2))
+            for r in runs]
+        done = next((b for b, r in enumerate(runs) if r.converged[0]), budget + 1)
+        stop = next((i + 1 for i in range(window, budget)
+                     if i + 1 < done and trace[i + 1] > ratio * trace[i + 1 - window]), None)
+        res = levenberg_marquardt(model, problem, start, budget, stall_window=window,
+                                  stall_ratio=ratio)
+        if stop is None:
+            assert res.converged[0] and res.iterations[0] == done
+        else:
+            assert not res.converged[0] and res.iterations[0] == stop
+        outcomes.append(bool(res.converged[0]))
+    assert outcomes == [False, ratio > 0.01]

@@ -511,9 +511,12 @@ def test_a_jump_is_mended_around_it_not_by_planning_the_whole_clip(
     truth's largest, the frames away from the jump as the first pass left them (but for
     a few its peaks' relaxing moves again). Where the windows would be over a quarter of
     the clip, the whole clip is planned again at once. (The first pass without
-    ``ladder.HARD``'s raised estimates, which find the path here at once.)"""
+    ``ladder.HARD``'s raised estimates, which find the path here at once, and without
+    its tracks' quicker stall rule, ``candidates.QUICK_STALL``, whose first pass leaves
+    the jump between poses from which the window's plan does not avoid it: the whole
+    clip is planned again.)"""
     import dhik.solver.path.plan as plan
-    from dhik.solver.path import ladder
+    from dhik.solver.path import candidates, ladder
 
     width = 2 * plan.MEND_FRAMES + 1  # one jump's window, away from the clip's ends
     assert plan._windows([500], 4 * width) == [(500 - plan.MEND_FRAMES,
@@ -525,6 +528,7 @@ def test_a_jump_is_mended_around_it_not_by_planning_the_whole_clip(
                                                      900 + plan.MEND_FRAMES)]
     model, truth, targets = arm7_path(2000, 10)
     monkeypatch.setattr(ladder, "HARD", np.inf)
+    monkeypatch.setattr(candidates, "QUICK_STALL", None)
     planned = planned_passes(monkeypatch)
     passes = relaxed_passes(monkeypatch)
     res = solve_path(model, targets)

@@ -44,14 +44,15 @@ def test_a_first_pass_stops_slow_tracks_and_its_retries_do_not(
     continuous path (no jump, largest step under twice the truth's). With quick passes
     throughout the jumps stay: the retries' full budget is what finds the path. (With
     ``ladder.SLACK`` or ``ladder.HARD`` on the first pass, or retries on every column,
-    ``plan.WIDE_RETRIES``, the quick passes find it here too: this is the budget's test,
-    so they are left out.)"""
+    ``plan.WIDE_RETRIES``, or the quick pass's stall rule, ``candidates.QUICK_STALL``, the
+    quick passes find it here too: this is the budget's test, so they are left out.)"""
     from dhik.solver.path import ladder, plan
 
     model, truth, targets = arm7_path(1000, 12)
     monkeypatch.setattr(ladder, "SLACK", 0.0)
     monkeypatch.setattr(ladder, "HARD", np.inf)
     monkeypatch.setattr(plan, "WIDE_RETRIES", False)
+    monkeypatch.setattr(candidates, "QUICK_STALL", None)
     budgets = tracking_budgets(monkeypatch)
     firsts = relaxed_passes(monkeypatch)
     res = solve_path(model, targets)
@@ -66,6 +67,7 @@ def test_a_first_pass_stops_slow_tracks_and_its_retries_do_not(
     monkeypatch.setattr(ladder, "SLACK", 0.0)
     monkeypatch.setattr(ladder, "HARD", np.inf)
     monkeypatch.setattr(plan, "WIDE_RETRIES", False)
+    monkeypatch.setattr(candidates, "QUICK_STALL", None)
     quick = candidates.GridTracks.__init__
 
     def always_quick(self: candidates.GridTracks, search: Search, _: bool = False,
@@ -131,3 +133,38 @@ def test_lanes_are_not_reseeded_near_their_end(monkeypatch: pytest.MonkeyPatch) 
     assert max(lengths) - last <= candidates.RESEED_TAIL  # the last one is near the end
     assert not seen[last].any()
     assert seen[last - every].all() and seen[0].all()
+
+
+def test_a_first_pass_lets_stalled_tracks_die_sooner(monkeypatch: pytest.MonkeyPatch) -> None:
+    """arm7, 1,000 frames, seed 5 (a first pass and a retry): the first pass's quick
+    tracking steps (``QUICK_BUDGET``) run the stall rule ``QUICK_STALL`` (a track whose
+    cell the self-motion leaves stops an iteration sooner), the retry's steps the
+    options' rule. With it the solve evaluates fewer LM rows than with the options' rule
+    on the first pass too, and both paths are continuous: converged, no jump, a largest
+    step under twice the truth's."""
+    model, truth, targets = arm7_path(1000, 5)
+    calls: list[list[tuple[int | None, Any]]] = []
+    inner_pass, inner_lm = plan.ladder_path, Search.lm
+
+    def one_pass(*args: Any, **kwargs: Any) -> PathResult:
+        calls.append([])
+        return inner_pass(*args, **kwargs)
+
+    def lm(self: Search, rows: Any, start: Any, pull: Any, budget: int | None = None,
+           frozen: Any = None, stall: Any = None) -> Any:  # fmt: skip
+        calls[-1].append((budget, stall))
+        return inner_lm(self, rows, start, pull, budget, frozen, stall)
+
+    monkeypatch.setattr(plan, "ladder_path", one_pass)
+    monkeypatch.setattr(Search, "lm", lm)
+    res = solve_path(model, targets)
+    assert len(calls) >= 2
+    quick = [s for b, s in calls[0] if b == candidates.QUICK_BUDGET]
+    assert quick and all(s == candidates.QUICK_STALL for s in quick)
+    assert all(s is None for later in calls[1:] for _, s in later)
+    monkeypatch.setattr(candidates, "QUICK_STALL", None)
+    plain = solve_path(model, targets)
+    assert res.iterations.sum() < plain.iterations.sum()
+    for r in (res, plain):
+        assert r.converged.all() and not r.jumps
+        assert largest_step(model, r.q) < 2.0 * largest_step(model, truth)

@@ -66,13 +66,15 @@ def levenberg_marquardt(model: BatchedKinematics, problem: Problem, q0: Array,
                         budget: int, rows: Index | None = None, pull: Array | None = None,
                         pull_gain: float = 1.0, frozen: NDArray[np.bool_] | None = None,
                         first_wins: bool = False, stall_window: int | None = None,
-                        exact_pull: bool = False) -> LMResult:  # fmt: skip
+                        exact_pull: bool = False, stall_ratio: float | None = None
+                        ) -> LMResult:  # fmt: skip
     """Run the LM from ``q0`` (k, n) for problems ``rows`` (default all, in order), at
     most ``budget`` iterations per row. ``pull`` (k, n): a reference the step is damped
     toward (its null-space part survives), ``pull_gain`` of the way. ``frozen`` (n,) for
     all rows or (k, n) per row: columns that keep their starting values. ``first_wins``:
     rows of the same problem (``rows``) stop once one of them has converged.
-    ``stall_window``: instead of the problem's ``options.stall_window``. ``exact_pull``:
+    ``stall_window``, ``stall_ratio``: instead of the problem's ``options.stall_window``
+    and ``options.stall_ratio`` (of the energy, the squared error). ``exact_pull``:
     with light rows, the pull taken in the null space of all rows (``step.damped``):
     a row converges onto its poles in a few iterations, where the damped pull leaks into
     their light rows and leaves them only as fast as the damping shrinks.
@@ -135,6 +137,7 @@ def levenberg_marquardt(model: BatchedKinematics, problem: Problem, q0: Array,
     iters = np.zeros(k, dtype=int)
     mult = np.ones(k)
     window = max(opts.stall_window if stall_window is None else stall_window, 1)
+    ratio = opts.stall_ratio if stall_ratio is None else stall_ratio
     hist = np.repeat(energy[None], window, axis=0)
     dead = np.zeros(k, dtype=bool)
     # with the poles as a pull: a row on target goes on toward its poles, until it meets
@@ -200,7 +203,7 @@ def levenberg_marquardt(model: BatchedKinematics, problem: Problem, q0: Array,
             mult[act] = np.where(ok, np.maximum(ma * 0.5, 1e-6), ma * 10.0)
         slot = it % window
         if it >= window:
-            dead[act] |= energy[act] > opts.stall_ratio * hist[slot, act]
+            dead[act] |= energy[act] > ratio * hist[slot, act]
         hist[slot, act] = energy[act]
         dead |= mult > 1e8
         if first_wins and conv[acc].any():

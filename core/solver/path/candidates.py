@@ -68,6 +68,18 @@ GRID_SHARE = 0.55
 # budget (bench/run.py's 11 flip-bench paths, 2,000 frames: 27.6 -> 24.3 iterations a
 # frame, no flips either way)
 QUICK_BUDGET = 6
+# ... where a track also dies once its error's energy (its square) has not fallen below
+# QUICK_STALL[1] of itself in QUICK_STALL[0] iterations (the options' rule: 0.5 in 4): a
+# live track's error falls quadratically (arm7, B: its median pose error 0.035 m, 4e-3,
+# 8e-5, 3e-6 over the first steps; after two steps 0.002 of the start's for the tracks
+# that converge) while one whose cell the self-motion leaves stalls (0.45), and stops an
+# iteration sooner (arm7, same session: the flip bench 86 -> 82 µs a frame, 22.7 -> 20.8
+# LM rows; 50 held-out paths 103 -> 98 µs; 1,000 and 2,000-frame test-generator clips,
+# seeds 100-147, 13.1 and 12.8 s -> 12.6 and 12.2; no flips, none over twice the truth's
+# largest step; 5,000-frame loops, seeds 1-12, the same largest steps, one clip's lower
+# after a retry, 21.7 -> 22.9 s. A ratio of 0.04 killed tracks the path needed there:
+# largest steps up to 20 % larger)
+QUICK_STALL = (3, 0.1)
 # ... on steps whose targets move at most this many times ``coarse_motion`` (a longer
 # step, between frames farther apart than the coarse frames' rule allows, keeps the full
 # budget: its linear prediction is far off)
@@ -192,10 +204,11 @@ class GridTracks:
             sr.report(GRID_SHARE * i / steps)
             running = i < lengths
             at = np.array([lane[min(i, len(lane) - 1)] for lane in lanes])  # coarse index
-            budget = None  # the full one
+            budget, stall = None, None  # the full budget and the options' stall rule
             if travel is not None and i > 0:  # quick, on short steps
                 moved = np.abs(travel[frames[at]] - travel[frames[before]])[running]
-                budget = QUICK_BUDGET if moved.max() <= SHORT_STEP * o.coarse_motion else None
+                if moved.max() <= SHORT_STEP * o.coarse_motion:
+                    budget, stall = QUICK_BUDGET, QUICK_STALL
             before = at
             slot_frame = frames[at][lane_of]
             active = running[lane_of]
@@ -213,7 +226,7 @@ class GridTracks:
                     start = np.vstack([pred, lat_starts])
                     pull = np.vstack([sr.toward_middle(q[alive], middle), lat_starts])
                     fz = None if frozen is None else frozen[rows]
-                    sol, good, _, _ = sr.lm(slot_frame[rows], start, pull, budget, fz)
+                    sol, good, _, _ = sr.lm(slot_frame[rows], start, pull, budget, fz, stall)
                     prev[alive] = q[alive]
                     q[alive], ok[alive] = sol[: alive.size], good[: alive.size]
                     if lat.size:

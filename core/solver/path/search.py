@@ -75,14 +75,17 @@ class Search:
             self.progress(at)
 
     def lm(self, rows: Index, start: Array, pull: Array | None, budget: int | None = None,
-           frozen: NDArray[np.bool_] | None = None
+           frozen: NDArray[np.bool_] | None = None, stall: tuple[int, float] | None = None
            ) -> tuple[Array, NDArray[np.bool_], Array, Array]:  # fmt: skip
         """The LM on frames ``rows`` from ``start`` (k, n), pulled toward ``pull``:
         coordinates, converged and each effector's errors (m, rad); the iterations
-        are counted on the frames."""
+        are counted on the frames. ``stall``: (window, ratio) of the stall rule instead
+        of the options' (``levenberg_marquardt``)."""
+        window, ratio = (None, None) if stall is None else stall
         res = levenberg_marquardt(self.model, self.problem, start,
                                   min(budget or TRACK_ITERATIONS, self.settings.max_iterations),
-                                  rows=rows, pull=pull, frozen=frozen)
+                                  rows=rows, pull=pull, frozen=frozen, stall_window=window,
+                                  stall_ratio=ratio)
         np.add.at(self.work, rows, res.iterations)
         return res.q, res.converged, res.position_error, res.orientation_error
 
