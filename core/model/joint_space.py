@@ -378,6 +378,8 @@ class BatchedModel:
     def recentre(self, q: Array) -> Array:
         """``q`` (n, k) with every rotation vector longer than ``charts.RECENTRE`` replaced
         by its rotation's shorter one (the same pose; a copy where anything changed)."""
+        if not self._plan.rotvec_cols.size:  # no rotation vector: nothing to re-centre
+            return q
         v = q[self._plan.rotvec_cols]  # (3, J, k)
         w = rotvec_recentred(v)
         if w is v:  # none too long

@@ -159,11 +159,12 @@ def levenberg_marquardt(model: BatchedKinematics, problem: Problem, q0: Array,
         sel = slice(None) if every else act
         wd = ma * (opts.lm_damping * ena + opts.lm_damping_floor)
         # the pull shrinks as the damping grows: a rejected step must get shorter
+        kp = keep[:, sel] if per_row else keep  # (c, k or 1): 0 on a frozen column
         d = None if pl is None else \
             (free(pl[:, sel]) - free(qa)) * (pull_gain / np.maximum(ma, 1.0))
         if d is not None and frozen is not None:
-            d = d * (keep[:, sel] if per_row else keep)
-        cs_k = cs * (keep[:, sel] if per_row else keep)  # (c, k or 1)
+            d = d * kp
+        cs_k = cs * kp  # (c, k or 1)
         cs3 = cs_k[None] if eb is None else cs_k[eb[0].cix][:, None]  # as the Jacobian
         step = _step(problem, wa * cs3, ea, free(qa) / cs, lo_s, hi_s, wd,
                      None if d is None else d / cs, pulled and exact_pull,
