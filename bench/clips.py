@@ -141,7 +141,8 @@ def print_table(rows: dict[str, dict[str, list[float]]], total: int) -> None:
     for engine, row in rows.items():
         t = np.array(row["time"])
         clips_with = sum(1 for f in row["flips"] if f)
-        on = f"{100 * np.mean(row['on pole']):.0f} %" if row["on pole"] else "—"
+        poled = row.get("on pole")  # rows without a pole (bench/chains.py) have none
+        on = f"{100 * np.mean(poled):.0f} %" if poled else "—"
         print(f"| {engine} | {int(sum(row['converged']))}/{total} | "
               f"{int(sum(row['flips']))} ({clips_with}) | {max(row['ratio']):.1f} | {on} | "
               f"{t.mean():.3f} | {statistics.median(t):.3f} | {np.percentile(t, 99):.3f} |")
