@@ -178,3 +178,46 @@ def test_a_detour_on_one_frame_is_relaxed_back_onto_the_path() -> None:
     assert np.abs(np.delete(out.q - truth, 50, axis=0)).max() < 0.01  # only smoothed
     check_answers(load_skeleton(ARM7), model, out.q, targets, 1e-5, 1e-4)
     assert out.jumps == []
+
+
+def test_a_frame_swung_part_way_keeps_its_plan_where_its_solve_lands_far(
+        monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    """bench/clips.py's clip 17 (sample_scenes' arm7 and smooth path generator, seed 1017,
+    300 frames) baked with a fixed pole at (0.6, 0, 1.2) m: around frame 84 the polished
+    frames jump, and frames swung a fifth or a half of the way there solve, from that
+    share of the straight way to their polished poses, to the polished poses themselves
+    (the straight way cuts across the self-motion). Kept only where they lie within
+    ``SHARE_REACH`` times their share of the swing, the bake has no step over twice the
+    largest step of the joint path that made the targets; keeping every such solve (the
+    swing before) leaves 2.8 times it at frame 84."""
+    import importlib.util
+    from pathlib import Path
+
+    from dhik.app import bake
+    from dhik.app.formats import parse_targets
+    from dhik.app.trajectory import interpolate_keyframes
+    from dhik.model.skeleton import Skeleton
+
+    spec = importlib.util.spec_from_file_location(
+        "make_scenes", Path(__file__).resolve().parents[2] / "sample_scenes" / "make_scenes.py")
+    assert spec is not None and spec.loader is not None
+    ms = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(ms)
+    names = [j[0] for j in ms._ARM7_JOINTS]
+    truth = np.array(ms.smooth_trajectory([j[3] for j in ms._ARM7_JOINTS], 300, seed=1017))
+    targets = interpolate_keyframes(parse_targets(ms.fk_targets(ms.ARM7, names,
+                                                                truth.tolist(), "Tool")))
+    true_step = np.abs(np.diff(truth, axis=0)).max()
+
+    def largest(reach: float) -> tuple[float, int]:
+        monkeypatch.setattr(swing, "SHARE_REACH", reach)
+        track = bake.EffectorTrack("Tool", list(targets), pole=[(0, np.array([0.6, 0.0, 1.2]))])
+        res = bake.simulate(Skeleton(parse_skeleton(ms.ARM7)), [track], method="robust")
+        assert res.converged_count == len(targets)
+        got = np.array([[f["joints"][n]["angle"] for n in names] for f in res.frames])
+        steps = np.abs(np.diff(got, axis=0)).max(axis=1) / true_step
+        return float(steps.max()), int(np.argmax(steps)) + 1
+
+    kept, _ = largest(swing.SHARE_REACH)
+    before, at = largest(np.inf)
+    assert kept < 2.0 < before and at == 84

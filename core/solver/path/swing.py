@@ -20,7 +20,7 @@ tracks isolated branches. So ``plan.solve_path`` plans the path without the pole
    swing, so that a jump becomes a swing back to the planned path and out again;
 3. a frame swung a share of the way is solved for its targets from that share of the
    straight way from its planned pose to its polished one, and pulled toward it: the
-   solution nearest it.
+   solution nearest it, kept where it lies near that share (``SHARE_REACH``).
 
 A path whose ends are given (a re-baked part between keys) keeps them and swings in and
 out. Frames: world; coordinates rad and m.
@@ -48,6 +48,15 @@ MIN_SWING = 1e-3
 # swings that change from one frame to the next by more than this many times the
 # planned path's local median step are a jump of the polished frames
 BREAK = 1.0
+# a frame swung a share of the way keeps the solution nearest that share of its swing
+# only where it moved at most this many times that share (largest column, plus
+# MIN_SWING) from its planned pose; elsewhere it keeps the planned pose. Where the
+# straight way to the polished pose cuts across the self-motion, the solution nearest a
+# fifth of it can be the polished pose itself: a frame swung all the way beside one not
+# swung (arm7, bench/clips.py's clip 17, a pole at (0.6, 0, 1.2): 2.8x the truth's largest
+# step at frame 84, where frames 82 and 83, a half and a fifth of the way, landed 0.11
+# rad from their planned poses, their whole swing)
+SHARE_REACH = 2.0
 
 
 def swing_to_poles(model: BatchedKinematics, poled: Problem, plain: Problem,
@@ -93,7 +102,10 @@ def swing_to_poles(model: BatchedKinematics, poled: Problem, plain: Problem,
         res = levenberg_marquardt(model, plain.with_posture(blend), blend[part], budget,
                                   rows=part, stall_window=SLOW_STALL_WINDOW)
         work[part] += res.iterations
-        ok = res.converged
+        # kept where it lies near its share of the swing (else the planned pose stays)
+        asked_part = np.max(np.abs(share[part, None] * want[part][:, solved]), axis=1)
+        moved = np.max(np.abs(model.difference(path.q[part], res.q)[:, solved]), axis=1)
+        ok = res.converged & (moved <= SHARE_REACH * asked_part + MIN_SWING)
         q[part[ok]], pe[part[ok]], re[part[ok]] = res.q[ok], res.position_error[ok], \
             res.orientation_error[ok]
     out = PathResult(q, conv, pe, re, [], work)
