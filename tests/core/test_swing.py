@@ -9,6 +9,8 @@ the null space. Fixed seeds throughout. Frames: world; metres, radians.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
 from dhik.app.formats import load_skeleton, parse_skeleton
@@ -180,6 +182,54 @@ def test_a_detour_on_one_frame_is_relaxed_back_onto_the_path() -> None:
     assert out.jumps == []
 
 
+def _bench_clip(seed: int, frames: int = 300) -> tuple[Any, list[str], np.ndarray, Any]:
+    """bench/clips.py's clip: sample_scenes' make_scenes module, arm7's joint names, the
+    smooth joint path (frames, 7) (rad) of ``seed`` and its interpolated FK targets."""
+    import importlib.util
+    from pathlib import Path
+
+    from dhik.app.formats import parse_targets
+    from dhik.app.trajectory import interpolate_keyframes
+
+    spec = importlib.util.spec_from_file_location(
+        "make_scenes", Path(__file__).resolve().parents[2] / "sample_scenes" / "make_scenes.py")
+    assert spec is not None and spec.loader is not None
+    ms = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(ms)
+    names = [j[0] for j in ms._ARM7_JOINTS]
+    truth = np.array(ms.smooth_trajectory([j[3] for j in ms._ARM7_JOINTS], frames, seed=seed))
+    targets = interpolate_keyframes(parse_targets(ms.fk_targets(ms.ARM7, names,
+                                                                truth.tolist(), "Tool")))
+    return ms, names, truth, targets
+
+
+def _pole_bake_steps(ms: Any, names: list[str], truth: np.ndarray, targets: Any,
+                     pole: np.ndarray) -> np.ndarray:
+    """The robust bake of ``targets`` with a fixed ``pole`` (world m): every frame's
+    largest joint step over the largest step of ``truth`` (frames 1..)."""
+    from dhik.app import bake
+    from dhik.model.skeleton import Skeleton
+
+    track = bake.EffectorTrack("Tool", list(targets), pole=[(0, pole)])
+    res = bake.simulate(Skeleton(parse_skeleton(ms.ARM7)), [track], method="robust")
+    assert res.converged_count == len(targets)
+    got = np.array([[f["joints"][n]["angle"] for n in names] for f in res.frames])
+    return np.abs(np.diff(got, axis=0)).max(axis=1) / np.abs(np.diff(truth, axis=0)).max()
+
+
+def test_pole_bakes_of_the_clip_bench_have_no_flip_frame() -> None:
+    """Issue 17, point 3: bench/clips.py's 20 clips (seeds 1000-1019, 300 frames) baked
+    with its fixed pole at (0.6, 0, 1.2) m: no frame where a joint moves more than twice
+    the largest per-frame step of the joint path that made the targets (its frame 1 on,
+    as the bench counts)."""
+    pole = np.array([0.6, 0.0, 1.2])
+    worst = []
+    for k in range(20):
+        steps = _pole_bake_steps(*_bench_clip(1000 + k), pole)
+        worst.append(float(steps[1:].max()))
+    assert max(worst) < 2.0, worst
+
+
 def test_a_frame_swung_part_way_keeps_its_plan_where_its_solve_lands_far(
         monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
     """bench/clips.py's clip 17 (sample_scenes' arm7 and smooth path generator, seed 1017,
@@ -190,32 +240,11 @@ def test_a_frame_swung_part_way_keeps_its_plan_where_its_solve_lands_far(
     ``SHARE_REACH`` times their share of the swing, the bake has no step over twice the
     largest step of the joint path that made the targets; keeping every such solve (the
     swing before) leaves 2.8 times it at frame 84."""
-    import importlib.util
-    from pathlib import Path
-
-    from dhik.app import bake
-    from dhik.app.formats import parse_targets
-    from dhik.app.trajectory import interpolate_keyframes
-    from dhik.model.skeleton import Skeleton
-
-    spec = importlib.util.spec_from_file_location(
-        "make_scenes", Path(__file__).resolve().parents[2] / "sample_scenes" / "make_scenes.py")
-    assert spec is not None and spec.loader is not None
-    ms = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(ms)
-    names = [j[0] for j in ms._ARM7_JOINTS]
-    truth = np.array(ms.smooth_trajectory([j[3] for j in ms._ARM7_JOINTS], 300, seed=1017))
-    targets = interpolate_keyframes(parse_targets(ms.fk_targets(ms.ARM7, names,
-                                                                truth.tolist(), "Tool")))
-    true_step = np.abs(np.diff(truth, axis=0)).max()
+    clip = _bench_clip(1017)
 
     def largest(reach: float) -> tuple[float, int]:
         monkeypatch.setattr(swing, "SHARE_REACH", reach)
-        track = bake.EffectorTrack("Tool", list(targets), pole=[(0, np.array([0.6, 0.0, 1.2]))])
-        res = bake.simulate(Skeleton(parse_skeleton(ms.ARM7)), [track], method="robust")
-        assert res.converged_count == len(targets)
-        got = np.array([[f["joints"][n]["angle"] for n in names] for f in res.frames])
-        steps = np.abs(np.diff(got, axis=0)).max(axis=1) / true_step
+        steps = _pole_bake_steps(*clip, np.array([0.6, 0.0, 1.2]))
         return float(steps.max()), int(np.argmax(steps)) + 1
 
     kept, _ = largest(swing.SHARE_REACH)
