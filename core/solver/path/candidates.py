@@ -9,12 +9,12 @@ coarse frame, from their linear extrapolation, pulled toward their previous solu
 back from live tracks whose value of the locked column is near (the self-motion manifold
 grown along itself, each grid filling in where another folds) and from random restarts
 now and then. A quick pass (a first one, with a retry behind it) stops the tracks of a
-self-motion of one dimension that converge slowly (``QUICK_BUDGET``); a wide one (a retry,
-``plan.WIDE_RETRIES``) locks every column there. Segments of the
-coarse frames are tracked side by side (lanes) both ways where the self-motion has one
-dimension; with more a grid cell is not a point, lanes would meet where their tracks
-differ, and the whole clip is one lane. Without redundancy the cells are the branches
-found by restarts. Frames: world; coordinates rad and m.
+self-motion of one dimension that converge slowly (``QUICK_BUDGET``) or stall
+(``QUICK_STALL``); a wide one (a retry, ``plan.WIDE_RETRIES``) locks every column there.
+Segments of the coarse frames are tracked side by side (lanes) both ways where the
+self-motion has one dimension; with more a grid cell is not a point, lanes would meet
+where their tracks differ, and the whole clip is one lane. Without redundancy the cells
+are the branches found by restarts. Frames: world; coordinates rad and m.
 """
 
 from __future__ import annotations
