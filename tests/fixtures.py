@@ -6,6 +6,8 @@
 
 from __future__ import annotations
 
+import functools
+import importlib.util
 import math
 import os
 import pty
@@ -14,6 +16,19 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+
+@functools.cache
+def make_scenes() -> Any:
+    """sample_scenes/make_scenes.py as a module (arm7, its smooth joint paths and their FK
+    targets), loaded once."""
+    spec = importlib.util.spec_from_file_location(
+        "make_scenes", Path(__file__).resolve().parents[1] / "sample_scenes" / "make_scenes.py")
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
 
 # The 7-DoF arm of sample_scenes (every joint a limited hinge; effector "Tool").
 ARM7 = str(Path(__file__).resolve().parents[1] / "sample_scenes" / "arm7" / "skeleton.json")

@@ -10,7 +10,6 @@ degrees in targets.json).
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import shutil
@@ -24,22 +23,14 @@ import pytest
 from dhik.app import batch
 from dhik.app.batch import Job, JobResult, bake_job, pool_factory, run_jobs
 from dhik.app.cli import main
-from fixtures import run_on_terminal
+from fixtures import make_scenes, run_on_terminal
 
 ROOT = Path(__file__).resolve().parents[2]
 SCENES = ROOT / "sample_scenes"
 DHIK = [sys.executable, "-m", "dhik"]
 
 
-def _make_scenes() -> Any:
-    spec = importlib.util.spec_from_file_location("make_scenes", SCENES / "make_scenes.py")
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-MS = _make_scenes()
+MS = make_scenes()
 ARM_NAMES = [j[0] for j in MS._ARM7_JOINTS]
 
 

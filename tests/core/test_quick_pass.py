@@ -16,10 +16,11 @@ from dhik.solver.settings import RobustOptions
 from fixtures import arm7_path, largest_step, relaxed_passes
 
 
-def tracking_budgets(monkeypatch: pytest.MonkeyPatch) -> list[list[int | None]]:
+def tracking_budgets(monkeypatch: pytest.MonkeyPatch, stalls: bool = False) -> list[list[Any]]:
     """Per pass of the planner (``plan.ladder_path``), the budgets its searches' LM runs
-    were given (None: ``search.TRACK_ITERATIONS``), in order."""
-    passes: list[list[int | None]] = []
+    were given (None: ``search.TRACK_ITERATIONS``), in order; with ``stalls``, each as
+    (budget, stall rule) (None: the options')."""
+    passes: list[list[Any]] = []
     inner_pass, inner_lm = plan.ladder_path, Search.lm
 
     def one_pass(*args: Any, **kwargs: Any) -> PathResult:
@@ -27,9 +28,9 @@ def tracking_budgets(monkeypatch: pytest.MonkeyPatch) -> list[list[int | None]]:
         return inner_pass(*args, **kwargs)
 
     def lm(self: Search, rows: Any, start: Any, pull: Any, budget: int | None = None,
-           *args: Any, **kwargs: Any) -> Any:  # fmt: skip
-        passes[-1].append(budget)
-        return inner_lm(self, rows, start, pull, budget, *args, **kwargs)
+           frozen: Any = None, stall: Any = None) -> Any:  # fmt: skip
+        passes[-1].append((budget, stall) if stalls else budget)
+        return inner_lm(self, rows, start, pull, budget, frozen, stall)
 
     monkeypatch.setattr(plan, "ladder_path", one_pass)
     monkeypatch.setattr(Search, "lm", lm)
@@ -46,13 +47,17 @@ def test_a_first_pass_stops_slow_tracks_and_its_retries_do_not(
     ``ladder.SLACK`` or ``ladder.HARD`` on the first pass, or retries on every column,
     ``plan.WIDE_RETRIES``, or the quick pass's stall rule, ``candidates.QUICK_STALL``, the
     quick passes find it here too: this is the budget's test, so they are left out.)"""
-    from dhik.solver.path import ladder, plan
+    from dhik.solver.path import ladder
 
     model, truth, targets = arm7_path(1000, 12)
-    monkeypatch.setattr(ladder, "SLACK", 0.0)
-    monkeypatch.setattr(ladder, "HARD", np.inf)
-    monkeypatch.setattr(plan, "WIDE_RETRIES", False)
-    monkeypatch.setattr(candidates, "QUICK_STALL", None)
+
+    def budget_alone() -> None:  # the first pass's other rules and the wide retries out
+        monkeypatch.setattr(ladder, "SLACK", 0.0)
+        monkeypatch.setattr(ladder, "HARD", np.inf)
+        monkeypatch.setattr(plan, "WIDE_RETRIES", False)
+        monkeypatch.setattr(candidates, "QUICK_STALL", None)
+
+    budget_alone()
     budgets = tracking_budgets(monkeypatch)
     firsts = relaxed_passes(monkeypatch)
     res = solve_path(model, targets)
@@ -64,10 +69,7 @@ def test_a_first_pass_stops_slow_tracks_and_its_retries_do_not(
     assert largest_step(model, res.q) < 2.0 * largest_step(model, truth)
 
     monkeypatch.undo()
-    monkeypatch.setattr(ladder, "SLACK", 0.0)
-    monkeypatch.setattr(ladder, "HARD", np.inf)
-    monkeypatch.setattr(plan, "WIDE_RETRIES", False)
-    monkeypatch.setattr(candidates, "QUICK_STALL", None)
+    budget_alone()
     quick = candidates.GridTracks.__init__
 
     def always_quick(self: candidates.GridTracks, search: Search, _: bool = False,
@@ -143,20 +145,7 @@ def test_a_first_pass_lets_stalled_tracks_die_sooner(monkeypatch: pytest.MonkeyP
     on the first pass too, and both paths are continuous: converged, no jump, a largest
     step under twice the truth's."""
     model, truth, targets = arm7_path(1000, 5)
-    calls: list[list[tuple[int | None, Any]]] = []
-    inner_pass, inner_lm = plan.ladder_path, Search.lm
-
-    def one_pass(*args: Any, **kwargs: Any) -> PathResult:
-        calls.append([])
-        return inner_pass(*args, **kwargs)
-
-    def lm(self: Search, rows: Any, start: Any, pull: Any, budget: int | None = None,
-           frozen: Any = None, stall: Any = None) -> Any:  # fmt: skip
-        calls[-1].append((budget, stall))
-        return inner_lm(self, rows, start, pull, budget, frozen, stall)
-
-    monkeypatch.setattr(plan, "ladder_path", one_pass)
-    monkeypatch.setattr(Search, "lm", lm)
+    calls = tracking_budgets(monkeypatch, stalls=True)
     res = solve_path(model, targets)
     assert len(calls) >= 2
     quick = [s for b, s in calls[0] if b == candidates.QUICK_BUDGET]

@@ -19,7 +19,15 @@ from dhik.solver.lm import ENGINE_SETTINGS, PoleSet, Problem, pole_points
 from dhik.solver.lm.loop import levenberg_marquardt
 from dhik.solver.path import relax, swing
 from dhik.solver.path.search import PathResult, frame_steps
-from fixtures import ARM7, SPINE_ARM, check_answers, sample_coordinates, smooth_path, swivel
+from fixtures import (
+    ARM7,
+    SPINE_ARM,
+    check_answers,
+    make_scenes,
+    sample_coordinates,
+    smooth_path,
+    swivel,
+)
 
 # --------------------------------------------------------------------------- shares
 
@@ -185,17 +193,10 @@ def test_a_detour_on_one_frame_is_relaxed_back_onto_the_path() -> None:
 def _bench_clip(seed: int, frames: int = 300) -> tuple[Any, list[str], np.ndarray, Any]:
     """bench/clips.py's clip: sample_scenes' make_scenes module, arm7's joint names, the
     smooth joint path (frames, 7) (rad) of ``seed`` and its interpolated FK targets."""
-    import importlib.util
-    from pathlib import Path
-
     from dhik.app.formats import parse_targets
     from dhik.app.trajectory import interpolate_keyframes
 
-    spec = importlib.util.spec_from_file_location(
-        "make_scenes", Path(__file__).resolve().parents[2] / "sample_scenes" / "make_scenes.py")
-    assert spec is not None and spec.loader is not None
-    ms = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(ms)
+    ms = make_scenes()
     names = [j[0] for j in ms._ARM7_JOINTS]
     truth = np.array(ms.smooth_trajectory([j[3] for j in ms._ARM7_JOINTS], frames, seed=seed))
     targets = interpolate_keyframes(parse_targets(ms.fk_targets(ms.ARM7, names,

@@ -186,7 +186,7 @@ class Search:
             bounded = np.minimum(m, self.opts.flip_factor * local_steps(m))
             # a 0 after the last step: a stretch may end on the last frame (reduceat)
             self._spread_terms = (np.concatenate([[0.0], np.cumsum(m)]),
-                            np.append(bounded ** self.opts.power, 0.0))
+                                  np.append(bounded ** self.opts.power, 0.0))
         cm, mp = self._spread_terms
         a, b = np.broadcast_arrays(np.asarray(a), np.asarray(b))
         fa, fb = a.ravel(), b.ravel()
