@@ -6,7 +6,8 @@ is solved again for its targets, pulled toward the midpoint of its two neighbour
 the targets' null space (``Problem.with_posture``: the solution nearest that midpoint),
 odd and even frames in turn; an answer is kept where the larger of its two steps
 shrinks. A few rounds spread a peak over the frames around it where the self-motion
-allows it. Coordinates rad and m.
+allows it; a frame whose answer was not kept is not solved again until it or a
+neighbour moves (the same start and pull give the same answer). Coordinates rad and m.
 """
 
 from __future__ import annotations
@@ -35,6 +36,8 @@ def relax_peaks(model: BatchedKinematics, problem: Problem, path: PathResult,
     q, frames = path.q, len(path.q)
     solved = ~model.held
     budget = min(problem.settings.max_iterations, RELAX_ITERATIONS)
+    # frames whose last answer was not kept, nor they or a neighbour moved since
+    settled = np.zeros(frames, dtype=bool)
     for _ in range(ROUNDS):
         steps = frame_steps(model, q, solved)
         conv = path.converged
@@ -43,7 +46,7 @@ def relax_peaks(model: BatchedKinematics, problem: Problem, path: PathResult,
                                & conv[1:] & conv[:-1])
         ends = np.union1d(peaks, peaks + 1)
         ends = ends[(ends > 0) & (ends < frames - 1)]
-        ends = ends[conv[ends] & (True if keep is None else ~keep[ends])]
+        ends = ends[conv[ends] & ~settled[ends] & (True if keep is None else ~keep[ends])]
         if ends.size == 0:
             break
         kept = 0
@@ -63,6 +66,9 @@ def relax_peaks(model: BatchedKinematics, problem: Problem, path: PathResult,
             new = np.maximum(pair_steps(model, before, res.q, solved),
                              pair_steps(model, res.q, after, solved))
             take = res.converged & (new < old)
+            settled[rows[~take]] = True
+            moved = rows[take]
+            settled[np.r_[moved - 1, moved, moved + 1].clip(0, frames - 1)] = False
             q[rows[take]] = res.q[take]
             path.position_error[rows[take]] = res.position_error[take]
             path.orientation_error[rows[take]] = res.orientation_error[take]
