@@ -33,10 +33,7 @@ class Fill:
     re: Array
     have: NDArray[np.bool_]
     level: int = 0
-
-    @property
-    def done(self) -> bool:
-        return bool(self.have.all())
+    done: bool = False  # every frame known (kept with ``have``: asked every round)
 
 
 class Filler:
@@ -57,7 +54,7 @@ class Filler:
         have = np.zeros(b - a + 1, dtype=bool)
         have[0] = have[-1] = True
         return Fill(a, q, np.ones(b - a + 1, dtype=bool), np.zeros((b - a + 1, m)),
-                     np.zeros((b - a + 1, m)), have)
+                     np.zeros((b - a + 1, m)), have, done=b - a <= 1)
 
     def advance(self, fills: list[Fill]) -> None:
         """One bisection level of every unfinished fill, all in one batched LM call: the
@@ -66,12 +63,12 @@ class Filler:
         and is pulled toward it in the null space."""
         rows, inits, where = [], [], []
         for fl in fills:
-            ks = np.flatnonzero(fl.have)
-            gaps = np.flatnonzero(np.diff(ks) > 1)
             level, fl.level = fl.level, fl.level + 1
-            if gaps.size == 0:
+            if fl.done:
                 continue
+            ks = np.flatnonzero(fl.have)
             if level < FILL_LEVELS:  # the midpoint of each gap
+                gaps = np.flatnonzero(np.diff(ks) > 1)
                 lft, rgt = ks[gaps], ks[gaps + 1]
                 mids = (lft + rgt) // 2
             else:  # every frame left, each between its known neighbours
@@ -95,23 +92,39 @@ class Filler:
             fl.q[mids], fl.conv[mids], fl.pe[mids], fl.re[mids] = sol[part], ok[part], \
                 p[part], r[part]
             fl.have[mids] = True
+            fl.done = bool(fl.have.all())
             at += len(mids)
 
-    def fill_cost(self, fl: Fill) -> tuple[float, int]:
-        """The edge's cost as far as its fill knows it: over each stretch between known
+    def fill_costs(self, fills: list[Fill]) -> tuple[Array, NDArray[np.intp]]:
+        """Each edge's cost as far as its fill knows it: over each stretch between known
         frames, ``d^power * spread`` (``d`` the largest column distance, ``spread`` how
         the targets' motion shares it out over the stretch's steps:
         :meth:`~.search.Search.spread`), an estimate of the finished fill's cost (a sum
         of the largest column step per frame to the ``power``), and that cost itself
-        once every frame is known; and the known unconverged frames inside."""
-        ks = np.flatnonzero(fl.have)
+        once every frame is known; and the known unconverged frames inside. All fills'
+        stretches in one batch (len(fills),) each."""
+        if not fills:
+            return np.zeros(0), np.zeros(0, dtype=np.intp)
         sr = self.search
-        spread = sr.spread(fl.first + ks[:-1], fl.first + ks[1:])
-        known = fl.q[ks]
-        d = sr.steps(known[:-1], known[1:]) if sr.charted else \
-            np.max(np.abs(np.diff(known[:, sr.solved], axis=0)), axis=1, initial=0.0)
-        return (float(np.sum(d ** sr.opts.power * spread)),
-                int(np.count_nonzero(~fl.conv[ks[1:-1]])))
+        ks = [np.flatnonzero(fl.have) for fl in fills]
+        known = np.concatenate([fl.q[k] for fl, k in zip(fills, ks, strict=True)])
+        frames = np.concatenate([fl.first + k for fl, k in zip(fills, ks, strict=True)])
+        inner = np.concatenate([~fl.conv[k[1:-1]] for fl, k in zip(fills, ks, strict=True)])
+        sizes = np.array([len(k) for k in ks])
+        ends = np.cumsum(sizes)  # a fill's known frames end here; each has both its ends
+        pair = np.ones(len(known) - 1, dtype=bool)
+        pair[ends[:-1] - 1] = False  # no stretch from one fill's last frame to the next's
+        a = np.flatnonzero(pair)
+        d = sr.steps(known[a], known[a + 1]) if sr.charted else \
+            np.max(np.abs(known[a + 1][:, sr.solved] - known[a][:, sr.solved]), axis=1,
+                   initial=0.0)
+        terms = d ** sr.opts.power * sr.spread(frames[a], frames[a + 1])
+        # each fill's sizes - 1 stretches in order, and sizes - 2 frames inside
+        cost = np.add.reduceat(terms, np.r_[0, np.cumsum(sizes - 1)[:-1]])
+        missed = np.zeros(len(fills), dtype=np.intp)
+        owner = np.repeat(np.arange(len(fills)), sizes - 2)
+        np.add.at(missed, owner[inner], 1)
+        return cost, missed
 
     def closest(self, q: Array, conv: NDArray[np.bool_], pe: Array, re: Array,
                 keep_first: bool) -> None:  # fmt: skip
