@@ -48,7 +48,6 @@ RESEED_ROWS = 2  # random starts per dead track when re-seeding
 RESEED_CAP = 64  # random starts at most per re-seeding, lane and 128 slots
 RESEED_ITERATIONS = 20  # LM budget of a random start
 LATERAL_SWEEPS = 1  # rounds of growing dead cells from live tracks per frame
-LATERAL_SOURCES = 1  # live tracks each dead cell is tried from
 LATERAL_ITERATIONS = 8  # LM budget of a lateral start
 LATERAL_WAIT = 3  # coarse frames a cell that failed to grow waits
 # where the self-motion has more than one dimension, a grid cell is not a point and a
@@ -298,36 +297,27 @@ class GridTracks:
 
     def _lateral_rows(self, active: NDArray[np.bool_], i: int, q: Array,
                       ok: NDArray[np.bool_]) -> tuple[Index, Array]:  # fmt: skip
-        """Lateral starts: each dead slot (not waiting) from the live slots of its lane
+        """Lateral starts: each dead slot (not waiting) from the live slot of its lane
         (of any free column) whose value of its locked column is nearest its cell's
-        value (within one and a half cells), that column moved onto the cell. Returns
-        the dead slots (one per start) and the starts."""
-        g, per, slot_col, cell_value, lane_of = self.cells
+        value (within one and a half cells; the first slot of equally near ones), that
+        column moved onto the cell. Returns the dead slots (one per start) and the
+        starts."""
+        g, _, slot_col, cell_value, lane_of = self.cells
         dead = np.flatnonzero(~ok & active & (self._wait <= i) & self.growable)
         live = np.flatnonzero(ok & active)
         if dead.size == 0 or live.size == 0:
             return np.zeros(0, dtype=np.intp), np.zeros((0, self.search.model.n))
-        lo, hi = self.search.grid_lo[slot_col[dead]], self.search.grid_hi[slot_col[dead]]
-        width = (hi - lo) / g
-        sources = LATERAL_SOURCES
-        take = np.zeros((dead.size, sources), dtype=np.intp)  # indices into ``live``
-        near = np.zeros((dead.size, sources), dtype=bool)
-        dead_lane, live_lane = lane_of[dead], lane_of[live]
-        for lane in np.unique(dead_lane):  # sources from the same lane only
-            dm, lm = dead_lane == lane, np.flatnonzero(live_lane == lane)
-            if lm.size == 0:
-                continue
-            d = dead[dm]
-            gap = np.abs(q[live[lm]][:, slot_col[d]].T - cell_value[d][:, None])  # (D, L)
-            if sources == 1:  # the nearest: the first of the smallest
-                t = gap.argmin(axis=1)[:, None]
-            else:
-                t = np.argsort(gap, axis=1, kind="stable")[:, :sources]
-            take[dm, :t.shape[1]] = lm[t]
-            near[dm, :t.shape[1]] = np.take_along_axis(gap, t, axis=1) <= \
-                1.5 * width[dm][:, None]
-        rows = np.repeat(dead, take.shape[1])[near.ravel()]
-        starts = q[live[take.ravel()[near.ravel()]]].copy()
+        cols = slot_col[dead]
+        width = (self.search.grid_hi[cols] - self.search.grid_lo[cols]) / g
+        take = np.zeros(dead.size, dtype=np.intp)  # indices into ``live``
+        gap = np.full(dead.size, np.inf)
+        for c in np.unique(cols):  # all lanes at once, one locked column at a time
+            dm = np.flatnonzero(cols == c)
+            take[dm], gap[dm] = nearest_in_lane(lane_of[live], q[live, c],
+                                                lane_of[dead[dm]], cell_value[dead[dm]])
+        near = gap <= 1.5 * width
+        rows = dead[near]
+        starts = q[live[take[near]]].copy()
         starts[np.arange(rows.size), slot_col[rows]] = cell_value[rows]
         return rows, starts
 
@@ -353,3 +343,28 @@ class GridTracks:
         sol, good, _, _ = self.search.lm(slot_frame[rows], starts, None, LATERAL_ITERATIONS, fz)
         return self._lateral_done(i, rows, sol, good, q, ok, prev)
 
+
+def nearest_in_lane(lanes: Index, values: Array, lane: Index, value: Array
+                    ) -> tuple[Index, Array]:  # fmt: skip
+    """For each query (``lane``, ``value``) (D,): the entry of ``lanes``, ``values`` (L,)
+    in the same lane whose value is nearest (the first of equally near ones), as an
+    index into them, and its distance (inf, index 0, where the lane has none). By one
+    sort of the entries on (lane, value's rank): the nearest is the last below or the
+    first at or above."""
+    n = len(values)
+    _, rank = np.unique(np.concatenate([values, value]), return_inverse=True)
+    span = int(rank.max()) + 1
+    key = lanes.astype(np.int64) * span + rank[:n]
+    order = np.lexsort((np.arange(n), key))  # by key, then index
+    keys = key[order]
+    # each sorted position's run of equal keys starts at its first (smallest) index
+    head = order[np.maximum.accumulate(np.where(np.r_[True, keys[1:] != keys[:-1]],
+                                                np.arange(n), 0))]
+    at = np.searchsorted(keys, lane.astype(np.int64) * span + rank[n:], side="left")
+    below, above = head[np.maximum(at - 1, 0)], head[np.minimum(at, n - 1)]
+    gap_b = np.where((at > 0) & (lanes[below] == lane), np.abs(values[below] - value),
+                     np.inf)
+    gap_a = np.where((at < n) & (lanes[above] == lane), np.abs(values[above] - value),
+                     np.inf)
+    first = (gap_b < gap_a) | ((gap_b == gap_a) & (below < above))
+    return np.where(first, below, above), np.minimum(gap_b, gap_a)
