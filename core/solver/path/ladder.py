@@ -46,6 +46,7 @@ BESIDE = 0.1
 REPORT_EVERY = 16
 
 Array = NDArray[np.float64]
+Costs = NDArray[np.float32]  # edge costs, in single precision
 
 
 class Ladder:
@@ -67,7 +68,7 @@ class Ladder:
     the lazy search tries the ways around) redoes a few coarse frames there, not the
     whole clip after them."""
 
-    def __init__(self, edges: list[Array], nodes: list[Index], misses: list[Index]) -> None:
+    def __init__(self, edges: list[Costs], nodes: list[Index], misses: list[Index]) -> None:
         self.edges, self.nodes, self.misses = edges, nodes, misses
         # the same costs (from, to), kept alike: the pass toward the first frame takes
         # its least over each row (a third of the time of a column's over a strided axis)
@@ -108,7 +109,7 @@ class Ladder:
         self.fore = min(self.fore, i - 1)
         self.aft = max(self.aft, i)
 
-    def raise_untouched(self, i: int, tos: Index, frms: Index, floor: Array) -> None:
+    def raise_untouched(self, i: int, tos: Index, frms: Index, floor: Costs) -> None:
         """The edges into coarse frame ``i`` from nodes ``frms`` to nodes ``tos`` that no
         fill has costed count at least ``floor`` (len(tos), len(frms))."""
         block = np.ix_(tos, frms)
@@ -173,7 +174,7 @@ class Ladder:
         return path
 
 
-def _beside_hard(ladder: Ladder, search: Search, qs: Array, nodes: list[Index], est: Array,
+def _beside_hard(ladder: Ladder, search: Search, qs: Array, nodes: list[Index], est: Costs,
                  i: int, at: tuple[int, int], cost: float) -> None:  # fmt: skip
     """A first pass's edge into coarse frame ``i`` (``at``: its from and to nodes'
     positions) that a fill costs ``cost``, over ``HARD`` times its estimate (``est``,
@@ -226,7 +227,7 @@ def _distinct(q: Array, rows: Index) -> Index:
 
 def edge_costs(model: BatchedKinematics, solved: NDArray[np.bool_], qs: Array, idx: Index,
                nodes: list[Index], power: float, spread: Array | None = None,
-               report: Callable[[float], None] | None = None) -> list[Array]:
+               report: Callable[[float], None] | None = None) -> list[Costs]:
     """Per transition into coarse frame i (i >= 1) the estimated cost of every edge
     between its ``nodes`` (to, from): ``L (d / L)^power`` from the ends' largest motion
     ``d`` of a ``solved`` column over its ``L`` frames (the nearest way: a hinge without
@@ -234,7 +235,7 @@ def edge_costs(model: BatchedKinematics, solved: NDArray[np.bool_], qs: Array, i
     the edge's steps as ``spread`` (per transition: :meth:`~.search.Search.spread`; None:
     evenly, ``L (d / L)^power``, the least it can cost); entry 0 is unused.
     ``report(fraction)`` is told how far it is, every ``REPORT_EVERY`` transitions."""
-    out = [np.zeros((0, 0))]
+    out = [np.zeros((0, 0), dtype=np.float32)]
     triples = [int(c) for c in model.rotvec_starts if solved[c]]
     in_triple = np.zeros(model.n, dtype=bool)
     for c in model.rotvec_starts:
@@ -246,10 +247,13 @@ def edge_costs(model: BatchedKinematics, solved: NDArray[np.bool_], qs: Array, i
             report(i / len(idx))
         span = float(max(idx[i] - idx[i - 1], 1))
         a, b = qs[i][nodes[i]], qs[i - 1][nodes[i - 1]]
-        step = np.zeros((len(a), len(b)))
+        # each column's differences in place, its values contiguous, in single precision
+        # as the costs are kept (half the time; a step's rounding, 1e-7 rad, is a
+        # ten-thousandth of its cost at power 8, and a fill replaces the estimate)
+        step = np.zeros((len(a), len(b)), dtype=np.float32)
         dc = np.empty_like(step)
-        # each column's differences in place, its values contiguous (a third less time)
-        ca, cb = np.ascontiguousarray(a[:, plain].T), np.ascontiguousarray(b[:, plain].T)
+        ca = np.ascontiguousarray(a[:, plain].T, dtype=np.float32)
+        cb = np.ascontiguousarray(b[:, plain].T, dtype=np.float32)
         for j in range(plain.size):
             np.subtract(ca[j][:, None], cb[j][None, :], out=dc)
             if wraps[j]:  # a hinge without limits: the nearest turn
@@ -266,18 +270,18 @@ def edge_costs(model: BatchedKinematics, solved: NDArray[np.bool_], qs: Array, i
             d2 = np.abs(va[:, None] - alt[None]).max(axis=2)
             np.maximum(step, np.minimum(d1, d2), out=step)
         share = span ** (1.0 - power) if spread is None else float(spread[i])
-        out.append((_power(step, power) * share).astype(np.float32))  # half the memory
+        out.append(_power(step, power) * np.float32(share))
     return out
 
 
-def _power(x: Array, p: float) -> Array:
+def _power(x: Costs, p: float) -> Costs:
     """``x ** p``, by squaring ``x`` in place where ``p`` is 2, 4, 8 or 16 (a float
     power costs a ``pow`` call per element: on a long clip's edges, 4 ms of 5)."""
     if p in (2.0, 4.0, 8.0, 16.0):
         for _ in range(int(p).bit_length() - 1):
             np.multiply(x, x, out=x)
         return x
-    return np.power(x, p)
+    return np.power(x, np.float32(p))
 
 
 def ladder_path(search: Search, stride: int, coarse_motion: float, lane_frames: int,
