@@ -91,6 +91,11 @@ class Ladder:
         self.next: list[Index] = [np.zeros(0, dtype=np.intp)] * c
         self.fore, self.aft = 0, c - 1  # forward valid up to fore, backward from aft
         self.rows = [np.arange(len(nd)) for nd in nodes]
+        # the least of each miss count and whether all its nodes share it (most frames:
+        # then no node is masked, and a pass's step asks no array for it)
+        self.miss_low = [_least(m) for m in misses]
+        self.count_low = [self.miss_low[0]] * c
+        self.ahead_low = [(0, True)] * c
 
     def set(self, i: int, to: int, frm: int, cost: float, missed: int) -> None:
         """The edge into coarse frame ``i`` from node ``frm`` (an index into the nodes of
@@ -130,33 +135,41 @@ class Ladder:
             em, came = self.edge_misses[i], self.count[i - 1]
             total = self.edges[i] + self.cost[i - 1]  # (to, from)
             if em is None:  # the misses of the path into each node of frame i - 1
-                low = came.min()
-                if came.max() > low:
-                    total[:, came > low] = np.inf
+                least, flat = self.count_low[i - 1]
+                if not flat:
+                    total[:, came > least] = np.inf
+                into: Index | int = least
             else:
                 tc = em + came
-                low = tc.min(axis=1)
-                total[tc > low[:, None]] = np.inf
+                fewest = tc.min(axis=1)
+                total[tc > fewest[:, None]] = np.inf
+                into = fewest
             best = total.argmin(axis=1)
             self.back[i] = best
             self.cost[i] = total[self.rows[i], best]
-            self.count[i] = self.misses[i] + low
+            self.count[i] = self.misses[i] + into
+            ml, mflat = self.miss_low[i]
+            self.count_low[i] = (ml + least, mflat) if em is None else _least(self.count[i])
         for i in range(self.aft, meet, -1):  # into i - 1 from frame i's side
             em, goes = self.edge_misses[i], self.ahead_count[i] + self.misses[i]
             total = self.edges_t[i] + self.ahead[i]  # (from, to)
             if em is None:
-                low = goes.min()
-                if goes.max() > low:
-                    total[:, goes > low] = np.inf
-                low = np.full(len(self.nodes[i - 1]), low)
+                (al, aflat), (ml, mflat) = self.ahead_low[i], self.miss_low[i]
+                least = al + ml
+                if not (aflat and mflat):
+                    least = int(goes.min())
+                    total[:, goes > least] = np.inf
+                lows = np.full(len(self.nodes[i - 1]), least)
+                self.ahead_low[i - 1] = (least, True)
             else:
                 tc = em.T + goes
-                low = tc.min(axis=1)
-                total[tc > low[:, None]] = np.inf
+                lows = tc.min(axis=1)
+                total[tc > lows[:, None]] = np.inf
+                self.ahead_low[i - 1] = _least(lows)
             best = total.argmin(axis=1)
             self.next[i - 1] = best
             self.ahead[i - 1] = total[self.rows[i - 1], best]
-            self.ahead_count[i - 1] = low
+            self.ahead_count[i - 1] = lows
         self.fore = self.aft = meet
         count = self.count[meet] + self.ahead_count[meet]
         pos = int(np.argmin(np.where(count > count.min(), np.inf,
@@ -172,6 +185,14 @@ class Ladder:
             at = int(self.next[i - 1][at])
             path[i] = self.nodes[i][at]
         return path
+
+
+def _least(counts: Index) -> tuple[int, bool]:
+    """The least of ``counts`` (0 where empty) and whether every entry equals it."""
+    if counts.size == 0:
+        return 0, True
+    low = int(counts.min())
+    return low, bool(counts.max() == low)
 
 
 def _beside_hard(ladder: Ladder, search: Search, qs: Array, nodes: list[Index], est: Costs,
