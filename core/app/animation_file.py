@@ -314,8 +314,15 @@ class AnimationColumns:
             return
         cols = (np.array(starts)[:, None] + np.arange(4)).ravel()
         q = self.values[:, cols].reshape(len(self.frames), len(starts), 4)
+        # a joint whose quaternion never changes never flips (most of a big rig's, which
+        # keep their rest pose): the others alone
+        moving = np.flatnonzero((q != q[:1]).any(axis=(0, 2)))
+        if moving.size == 0:
+            return
+        cols = (np.array(starts)[moving, None] + np.arange(4)).ravel()
+        q = q[:, moving]
         dot = np.einsum("fsi,fsi->fs", q[1:], q[:-1])
-        zeros = np.zeros((1, len(starts)), dtype=np.int64)
+        zeros = np.zeros((1, len(moving)), dtype=np.int64)
         flips = np.concatenate((zeros, np.cumsum(dot < 0.0, axis=0)))
         # a dot of exactly 0 is not flipped whatever came before: parity restarts
         zero = np.concatenate((np.ones_like(zeros, dtype=bool), dot == 0.0))

@@ -128,6 +128,7 @@ def simulate(
                  "max_iterations": settings.max_iterations, "cold_start": not warm_start,
                  **asdict(opts)}
         weights = [(t.pos_weight, t.rot_weight) for t in tracks]
+        layout = _Layout.of(fixed, kinds)
         done = 0
         state: dict[str, Any] | None = None
         try:
@@ -138,8 +139,8 @@ def simulate(
                 errors[part, 0], errors[part, 1] = block.worst_position, block.worst_orientation
                 per_effector[part, :, 0] = block.position_error
                 per_effector[part, :, 1] = block.orientation_error
-                values_out[part] = _value_rows(block.model.value_columns(block.q), fixed, kinds,
-                                               width, len(block.q))
+                values_out[part] = _value_rows(block.model.value_columns(block.q), layout,
+                                               len(block.q))
                 if extras is not None:  # driven joints keep the values given, as they are
                     _put_driven(values_out[part], per_frame[part], block.model.solved, fixed,
                                 kinds)
@@ -225,20 +226,32 @@ class _Block(NamedTuple):
     orientation_error: NDArray[np.float64]
 
 
-def _value_rows(columns: Mapping[str, tuple[str, NDArray[np.float64]]],
-                fixed: Mapping[str, Mapping[str, Any]], kinds: Sequence[str], width: int,
+class _Layout(NamedTuple):
+    """Where each joint's animation columns start and how many (file order: the
+    T-pose's joints), and the T-pose's row of them all (width,)."""
+
+    offsets: dict[str, tuple[int, int]]
+    tpose: NDArray[np.float64]
+
+    @classmethod
+    def of(cls, fixed: Mapping[str, Mapping[str, Any]], kinds: Sequence[str]) -> _Layout:
+        offsets: dict[str, tuple[int, int]] = {}
+        row: list[float] = []
+        for (name, entry), kind in zip(fixed.items(), kinds, strict=True):
+            offsets[name] = (len(row), AnimationColumns.WIDTH[kind])
+            row += _entry_values(kind, entry)
+        return cls(offsets, np.array(row, dtype=float))
+
+
+def _value_rows(columns: Mapping[str, tuple[str, NDArray[np.float64]]], layout: _Layout,
                 k: int) -> NDArray[np.float64]:  # fmt: skip
-    """Rows (k, width) of animation columns (file order: ``fixed``'s joints) from the
-    solved joints' value ``columns`` (:meth:`BatchedModel.value_columns`) of k frames;
-    the other joints keep their ``fixed`` (T-pose) entry."""
-    out = np.empty((k, width))
-    col = 0
-    for (name, entry), kind in zip(fixed.items(), kinds, strict=True):
-        w = AnimationColumns.WIDTH[kind]
-        got = columns.get(name)
-        out[:, col:col + w] = got[1].reshape(k, w) if got is not None else \
-            _entry_values(kind, entry)
-        col += w
+    """Rows (k, width) of animation columns from the solved joints' value ``columns``
+    (:meth:`BatchedModel.value_columns`) of k frames; the other joints keep their
+    T-pose entry (a rig of hundreds of bones solves a few: those alone are written)."""
+    out = np.tile(layout.tpose, (k, 1))
+    for name, (_, values) in columns.items():
+        col, w = layout.offsets[name]
+        out[:, col:col + w] = values.reshape(k, w)
     return out
 
 
