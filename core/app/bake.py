@@ -142,8 +142,8 @@ def simulate(
                 values_out[part] = _value_rows(block.model.value_columns(block.q), layout,
                                                len(block.q))
                 if extras is not None:  # driven joints keep the values given, as they are
-                    _put_driven(values_out[part], per_frame[part], block.model.solved, fixed,
-                                kinds)
+                    _put_driven(values_out[part], per_frame[part], block.model.solved,
+                                layout)
                 done = part.stop
                 if len(block.q):
                     state = block.model.joint_values(block.q[-1])
@@ -227,18 +227,18 @@ class _Block(NamedTuple):
 
 
 class _Layout(NamedTuple):
-    """Where each joint's animation columns start and how many (file order: the
-    T-pose's joints), and the T-pose's row of them all (width,)."""
+    """Per joint where its animation columns start and its type (file order: the
+    T-pose's joints), and the T-pose's row of them all (width,) (rad, m, quaternions)."""
 
-    offsets: dict[str, tuple[int, int]]
+    offsets: dict[str, tuple[int, str]]
     tpose: NDArray[np.float64]
 
     @classmethod
     def of(cls, fixed: Mapping[str, Mapping[str, Any]], kinds: Sequence[str]) -> _Layout:
-        offsets: dict[str, tuple[int, int]] = {}
+        offsets: dict[str, tuple[int, str]] = {}
         row: list[float] = []
         for (name, entry), kind in zip(fixed.items(), kinds, strict=True):
-            offsets[name] = (len(row), AnimationColumns.WIDTH[kind])
+            offsets[name] = (len(row), kind)
             row += _entry_values(kind, entry)
         return cls(offsets, np.array(row, dtype=float))
 
@@ -250,7 +250,8 @@ def _value_rows(columns: Mapping[str, tuple[str, NDArray[np.float64]]], layout: 
     T-pose entry (a rig of hundreds of bones solves a few: those alone are written)."""
     out = np.tile(layout.tpose, (k, 1))
     for name, (_, values) in columns.items():
-        col, w = layout.offsets[name]
+        col, kind = layout.offsets[name]
+        w = AnimationColumns.WIDTH[kind]
         out[:, col:col + w] = values.reshape(k, w)
     return out
 
@@ -266,15 +267,11 @@ def _entry_values(kind: str, entry: Mapping[str, Any]) -> list[float]:
 
 
 def _put_driven(rows: NDArray[np.float64], frames: Sequence[Any], solved: frozenset[str],
-                fixed: Mapping[str, Mapping[str, Any]], kinds: Sequence[str]) -> None:
+                layout: _Layout) -> None:
     """Write each frame's driven values (``FrameTargets.driven``, SPEC 3.3 entries) of
-    joints outside the solved chains into its animation row (file order: ``fixed``'s
-    joints), in place."""
-    offset: dict[str, tuple[str, int]] = {}
-    col = 0
-    for name, kind in zip(fixed, kinds, strict=True):
-        offset[name] = (kind, col)
-        col += AnimationColumns.WIDTH[kind]
+    joints outside the solved chains into its animation row (``layout``'s columns), in
+    place."""
+    offset = layout.offsets
     # frames share their mapping (a still body: one for all): each mapping's rows at once
     groups: dict[int, tuple[Mapping[str, Any], list[int]]] = {}
     for i, frame in enumerate(frames):
@@ -286,7 +283,7 @@ def _put_driven(rows: NDArray[np.float64], frames: Sequence[Any], solved: frozen
         for name, entry in given.items():
             if name in solved or name not in offset:
                 continue
-            kind, at = offset[name]
+            at, kind = offset[name]
             vals = _entry_values(kind, entry)
             rows[sel, at:at + len(vals)] = vals
 

@@ -347,10 +347,10 @@ class GridTracks:
 def nearest_in_lane(lanes: Index, values: Array, lane: Index, value: Array
                     ) -> tuple[Index, Array]:  # fmt: skip
     """For each query (``lane``, ``value``) (D,): the entry of ``lanes``, ``values`` (L,)
-    in the same lane whose value is nearest (the first of equally near ones), as an
-    index into them, and its distance (inf, index 0, where the lane has none). By one
-    sort of the entries on (lane, value's rank): the nearest is the last below or the
-    first at or above."""
+    (a column's coordinates, rad or m) in the same lane whose value is nearest (the
+    first of equally near ones), as an index into them, and its distance (inf, index 0,
+    where the lane has none). By one sort of the entries on (lane, value's rank): the
+    nearest is the last below or the first at or above."""
     n = len(values)
     _, rank = np.unique(np.concatenate([values, value]), return_inverse=True)
     span = int(rank.max()) + 1
