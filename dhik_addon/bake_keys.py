@@ -50,10 +50,10 @@ _KEY_FLOATS = {"co": 2, "handle_left": 2, "handle_right": 2, "back": 1, "amplitu
 _KEY_ENUMS = ("interpolation", "handle_left_type", "handle_right_type", "easing", "type")
 _KEY_BOOLS = ("select_control_point", "select_left_handle", "select_right_handle")
 # what ``keyframe_points.add`` gives a new point as :func:`_new_keys` would set it (easing
-# and elastic values zero, AUTO_CLAMPED handles, a KEYFRAME): a curve's first keys skip
-# them (tested against setting everything)
+# and elastic values zero, AUTO_CLAMPED handles, a KEYFRAME, selected): a curve's first
+# keys skip them (tested against setting everything)
 _ADDED = frozenset({"back", "amplitude", "period", "handle_left_type", "handle_right_type",
-                    "easing", "type",
+                    "easing", "type", *_KEY_BOOLS,
                     # auto-clamped: ``FCurve.update`` sets them, whatever they were
                     "handle_left", "handle_right"})
 
@@ -328,7 +328,9 @@ def _read_keys(fc: bpy.types.FCurve) -> dict[str, np.ndarray]:
 
 
 def _new_keys(frames: np.ndarray, values: np.ndarray) -> dict[str, np.ndarray]:
-    """Attributes of new LINEAR keys (handles on the key; Blender sets them on update)."""
+    """Attributes of new LINEAR keys (handles on the key; Blender sets them on update),
+    selected, as ``keyframe_points.add``, a New Action bake and Blender's Bake Action
+    leave new keys."""
     n = len(frames)
     co = np.column_stack([frames, values]).astype(np.float32)
     props = bpy.types.Keyframe.bl_rna.properties
@@ -342,7 +344,7 @@ def _new_keys(frames: np.ndarray, values: np.ndarray) -> dict[str, np.ndarray]:
     for name, item in defaults.items():
         out[name] = np.full(n, _enum_values(name)[item], dtype=np.int32)
     for name in _KEY_BOOLS:
-        out[name] = np.zeros(n, dtype=np.int32)
+        out[name] = np.ones(n, dtype=np.int32)
     return out
 
 
