@@ -196,16 +196,16 @@ def plan_keys(
     columns = frames.columns if isinstance(frames, ColumnFrames) else None
     numbers = columns.frames.astype(int) if columns is not None else \
         np.array([fr["frame"] for fr in frames], dtype=int)
-    pick = kc.stepped(len(frames), frame_step)
+    pick = np.array(kc.stepped(len(frames), frame_step))
     plan = KeyPlan(int(numbers[0]), int(numbers[-1]))
-    keyed: list[tuple[str, str, str, np.ndarray, np.ndarray, list[int]]] = []
+    keyed: list[tuple[str, str, str, np.ndarray, np.ndarray, np.ndarray]] = []
     for bone, covered, prop, kind, values in bone_channels(ob, maps, frames, solved, before):
         plan.covered.setdefault(bone, set()).update(covered)
         if prop is None:
             continue
         cand_frames, cand_values = numbers[pick], values[pick]
-        kept = kc.reduce_keys(kind, cand_frames, cand_values, key_reduction)
-        keyed.append((bone, prop, kind, cand_frames, cand_values, kept))
+        rows = np.asarray(kc.reduce_keys(kind, cand_frames, cand_values, key_reduction))
+        keyed.append((bone, prop, kind, cand_frames, cand_values, rows))
     errors = kc.max_key_errors([(kind, f, v, kept) for _, _, kind, f, v, kept in keyed])
     for (bone, prop, kind, f, v, kept), error in zip(keyed, errors, strict=True):
         plan.bones.append(BoneKeys(bone, prop, kind, f[kept], v[kept], len(frames), error))

@@ -102,11 +102,24 @@ def rotation_angles(a: Array, b: Array) -> Array:
     return np.arctan2(sin, cos)
 
 
+def quaternion_angles(a: Array, b: Array) -> Array:
+    """Angle (radians) of the turn from each quaternion row of ``a`` (n, 4) to the one
+    of ``b`` (both normalised first, as Blender does); exact near 0: twice the angle
+    whose tangent is the vector part of ``conj(a) b`` over its scalar part."""
+    a = a / np.linalg.norm(a, axis=1, keepdims=True)
+    b = b / np.linalg.norm(b, axis=1, keepdims=True)
+    w = np.einsum("ij,ij->i", a, b)
+    v = a[:, :1] * b[:, 1:] - b[:, :1] * a[:, 1:] - np.cross(a[:, 1:], b[:, 1:])
+    return 2.0 * np.arctan2(np.linalg.norm(v, axis=1), np.abs(w))
+
+
 def channel_errors(kind: str, got: Array, want: Array) -> Array:
     """Per-row joint-space error between channel rows ``got`` and ``want`` (rad or m)."""
     got, want = np.asarray(got, dtype=float), np.asarray(want, dtype=float)
     if kind == LOCATION:
         return np.linalg.norm(got - want, axis=1)
+    if kind == QUATERNION:
+        return quaternion_angles(got, want)
     return rotation_angles(channel_matrices(kind, got), channel_matrices(kind, want))
 
 
@@ -242,7 +255,10 @@ def as_stored(values: Array) -> Array:
     return np.asarray(values, dtype=np.float32).astype(np.float64)
 
 
-def max_key_error(kind: str, frames: Array, values: Array, kept: Sequence[int]) -> float:
+Rows = Sequence[int] | NDArray[np.intp]  # indices of rows (frames) kept as keys
+
+
+def max_key_error(kind: str, frames: Array, values: Array, kept: Rows) -> float:
     """Largest joint error (rad or m) over ``frames`` of the LINEAR curves through the
     kept rows of ``values`` (stored as float32) against the solved ``values``."""
     frames = np.asarray(frames, dtype=float)
@@ -257,7 +273,7 @@ def max_key_error(kind: str, frames: Array, values: Array, kept: Sequence[int]) 
     return float(channel_errors(kind, curve, values).max())
 
 
-def max_key_errors(channels: Sequence[tuple[str, Array, Array, Sequence[int]]]) -> list[float]:
+def max_key_errors(channels: Sequence[tuple[str, Array, Array, Rows]]) -> list[float]:
     """:func:`max_key_error` of each ``(kind, frames, values, kept)``; the channels keyed
     on every frame, of one kind, in one pass (a bake's dozen bones: one conversion of
     their rows to matrices, not twelve)."""

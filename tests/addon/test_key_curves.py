@@ -129,6 +129,15 @@ def test_errors_are_rotation_angles_and_distances():
     assert np.allclose(got, want, atol=1e-9)
     p, r = rng.normal(size=(2, 20, 3))
     assert np.allclose(kc.channel_errors("LOCATION", p, r), np.linalg.norm(p - r, axis=1))
+    # tiny turns (float32 keys are off by about 1e-8 rad), either quaternion sign, and
+    # rows not normalised: the angle to a few ulps of it, as the matrices give it
+    turn = Rotation.from_rotvec(rng.normal(size=(20, 3)) * np.logspace(-12, -2, 20)[:, None])
+    c = a * turn
+    scale = rng.uniform(0.5, 2.0, size=(20, 1)) * rng.choice([-1.0, 1.0], size=(20, 1))
+    got = kc.channel_errors("QUATERNION", _scipy_quats(a), _scipy_quats(c) * scale)
+    np.testing.assert_allclose(got, turn.magnitude(), rtol=1e-6, atol=1e-15)
+    euler = kc.channel_errors("XYZ", a.as_euler("xyz"), c.as_euler("xyz"))
+    np.testing.assert_allclose(euler, turn.magnitude(), rtol=1e-5, atol=1e-15)
 
 
 def test_stepped_keeps_the_last_frame():
