@@ -374,6 +374,30 @@ def read_skeleton_notes(ob: bpy.types.Object) -> tuple[SkeletonDef, list[str]]:
     return parse_skeleton(data, source=f"armature {ob.name!r}"), notes
 
 
+class RestBones:
+    """An armature's bones at rest as arrays (one ``foreach_get`` each, not an RNA read
+    per bone): row of each bone by name, heads (n, 3) and rotations (n, 3, 3) in
+    armature space (m), whether each bone's location channels move along its own axes."""
+
+    def __init__(self, arm: bpy.types.Armature) -> None:
+        bones = arm.bones
+        n = len(bones)
+        self.bones = bones
+        self.row = {name: k for k, name in enumerate(bones.keys())}
+        heads, matrices = np.empty(n * 3), np.empty(n * 16)
+        bones.foreach_get("head_local", heads)
+        bones.foreach_get("matrix_local", matrices)  # column-major 4x4
+        self.heads = heads.reshape(n, 3)
+        self.rotations = matrices.reshape(n, 4, 4)[:, :3, :3].transpose(0, 2, 1)
+        self.local_location = np.empty(n, dtype=bool)
+        bones.foreach_get("use_local_location", self.local_location)
+
+    def location_frame(self, name: str) -> np.ndarray:
+        """:func:`location_frame` of bone ``name``."""
+        k = self.row[name]
+        return self.rotations[k] if self.local_location[k] else location_frame(self.bones[k])
+
+
 def joint_maps(ob: bpy.types.Object, defn: SkeletonDef) -> dict[str, JointMap]:
     """Joint -> bone channel maps, checking that bone heads sit on the joints' rest positions.
 
@@ -383,7 +407,9 @@ def joint_maps(ob: bpy.types.Object, defn: SkeletonDef) -> dict[str, JointMap]:
     frames = rest_frames(defn)
     maps: dict[str, JointMap] = {}
     arm = armature_data(ob)
-    owner = joint_bones(defn, {b.name for b in arm.bones})
+    rest = RestBones(arm)
+    heads = rest.heads.tolist()
+    owner = joint_bones(defn, set(rest.row))
     slides: dict[str, list[str]] = {}
     for j in defn.joints:
         name = owner[j.name]
@@ -392,16 +418,14 @@ def joint_maps(ob: bpy.types.Object, defn: SkeletonDef) -> dict[str, JointMap]:
         if j.type != "fixed" and name != j.name and j.type != "prismatic":
             raise DhikError.at(f"armature {ob.name!r}", f"bones[{j.name!r}]",
                                "is missing: the skeleton has a moving joint of that name")
-        bone = arm.bones[name]
-        gap = math.dist(bone.head_local[:], frames[j.name].position)
+        gap = math.dist(heads[rest.row[name]], frames[j.name].position)
         if gap > REST_TOLERANCE:
             raise DhikError.at(
                 f"armature {ob.name!r}", f"bones[{name!r}]",
                 f"head is {gap:.3g} m away from the joint's rest position "
                 "(bone moved in Edit Mode after import?)",
             )
-        b = location_frame(bone) if j.type == "prismatic" else np.array(
-            bone.matrix_local.to_3x3(), dtype=float)
+        b = rest.location_frame(name) if j.type == "prismatic" else rest.rotations[rest.row[name]]
         axis = None if j.axis is None else np.asarray(j.axis, dtype=float)
         maps[j.name] = JointMap(j.name, j.type, axis, b.T @ frames[j.name].rotation, name)
         if j.type == "prismatic":
