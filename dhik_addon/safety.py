@@ -205,7 +205,17 @@ def _article(word: str) -> str:
 
 def check_targets_for_blender(data: list, source: str) -> None:
     """DhikError for parsed-valid targets.json ``data`` that Blender cannot hold: a frame
-    beyond :data:`MAXFRAME`, a position or angle beyond float32 (:data:`FLT_MAX`)."""
+    beyond :data:`MAXFRAME`, a position or angle beyond float32 (:data:`FLT_MAX`).
+    All frames are checked at once; only a file that fails is walked item by item, to
+    name the first culprit."""
+    try:
+        frames = np.array([item["frame"] for item in data], dtype=float)
+        values = np.array([(*item["pos"], *item["euler"]) for item in data], dtype=float)
+        if not (frames > MAXFRAME).any() and np.isfinite(values).all() and \
+                not (np.abs(values) > FLT_MAX).any():
+            return
+    except (TypeError, ValueError, OverflowError):
+        pass  # the walk below names the item
     for i, item in enumerate(data):
         frame = int(item["frame"])
         if frame > MAXFRAME:
