@@ -199,3 +199,52 @@ def test_a_held_spine_folded_plans_the_same_path(monkeypatch) -> None:
     whole = planned()
     np.testing.assert_array_equal(folded.iterations, whole.iterations)
     np.testing.assert_allclose(folded.q, whole.q, rtol=0, atol=1e-9)
+
+
+@pytest.mark.parametrize("r", [3, 6, 12])
+def test_both_batched_solves_solve_spd_systems(r: int) -> None:
+    """LAPACK's solve and the vectorised Cholesky (batch last) give the solution
+    ``np.linalg.solve`` gives matrix by matrix, on batches either side of the size where
+    ``spd_solve`` turns from one to the other (numpy 2: 200 + r^2, numpy 1.26: 30 + r^2/2
+    rows, bench/spd_solve.py)."""
+    from dhik.solver.lm.step import cholesky_solve, lapack_solve, solve_rows, spd_solve
+
+    rng = np.random.default_rng(r)
+    for k in (1, solve_rows(r) - 1, solve_rows(r), solve_rows(r) + 7):
+        m = rng.normal(size=(k, r, r))
+        a = m @ m.transpose(0, 2, 1) + 0.1 * np.eye(r)
+        b = rng.normal(size=(k, r))
+        want = np.array([np.linalg.solve(a[i], b[i]) for i in range(k)])
+        batch_last = np.ascontiguousarray(a.transpose(1, 2, 0))
+        for solve in (lapack_solve, cholesky_solve, spd_solve):
+            np.testing.assert_allclose(solve(batch_last, b.T).T, want, rtol=1e-8, atol=1e-10,
+                                       err_msg=f"{solve.__name__}, k = {k}")
+    assert solve_rows(6) == (48 if np.lib.NumpyVersion(np.__version__) < "2.0.0" else 236)
+
+
+@pytest.mark.parametrize("k", [1, 300])
+def test_no_rows_left_solve_to_nothing(k: int) -> None:
+    """0 x 0 systems (a skeleton without moving joints): an empty answer either way."""
+    from dhik.solver.lm.step import cholesky_solve, spd_solve
+
+    for solve in (cholesky_solve, spd_solve):
+        assert solve(np.zeros((0, 0, k)), np.zeros((0, k))).shape == (0, k)
+
+
+def test_a_singular_matrix_in_a_small_batch_is_solved_by_the_factorisation() -> None:
+    """A zero matrix among SPD ones: LAPACK refuses the batch, ``spd_solve`` falls back
+    to the Cholesky, whose tiny pivot keeps every row finite and the others exact."""
+    from dhik.solver.lm.step import lapack_solve, spd_solve
+
+    rng = np.random.default_rng(1)
+    m = rng.normal(size=(5, 6, 6))
+    a = m @ m.transpose(0, 2, 1) + np.eye(6)
+    a[2] = 0.0
+    b = rng.normal(size=(5, 6))
+    batch_last = np.ascontiguousarray(a.transpose(1, 2, 0))
+    with pytest.raises(np.linalg.LinAlgError):
+        lapack_solve(batch_last, b.T)
+    x = spd_solve(batch_last, b.T).T
+    assert np.isfinite(x[[0, 1, 3, 4]]).all()
+    for i in (0, 1, 3, 4):
+        np.testing.assert_allclose(x[i], np.linalg.solve(a[i], b[i]), rtol=1e-9)

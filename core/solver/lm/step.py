@@ -109,20 +109,45 @@ def _eps(g: Array) -> Array:
     return 1e-15 * np.einsum("iik->ik", g).max(axis=0) + 1e-300
 
 
+# Below this many rows (batch size k) of r x r systems, LAPACK's batched solve (k r^3
+# flops in C, a per-matrix cost) beats the Cholesky factorisation vectorised over the
+# batch (about r^3/6 numpy calls, a per-call cost). Measured by bench/spd_solve.py: numpy
+# 2's solve costs about 0.35 us a 6x6 matrix (crossover about 200 + r^2 rows: r = 6,
+# ~250; r = 24, four effectors, ~800); numpy 1.26's (Blender's) about 1.8 us, five times
+# as much (crossover about 30 + r^2 / 2 rows: r = 6, ~50; r = 12, ~100; r = 24, ~350)
+SLOW_BATCHED_SOLVE = np.lib.NumpyVersion(np.__version__) < "2.0.0"
+
+
+def solve_rows(r: int) -> int:
+    """Batches of ``r`` x ``r`` systems smaller than this go to LAPACK's solve."""
+    return 30 + r * r // 2 if SLOW_BATCHED_SOLVE else 200 + r * r
+
+
 def spd_solve(a: Array, b: Array) -> Array:
     """``x`` with ``a x = b`` for symmetric positive definite ``a`` (r, r, k), ``b``
-    (r, k), batch last: a Cholesky factorisation vectorised over the batch (a pivot
-    that is not positive is replaced by a tiny one: the damping keeps it rare)."""
+    (r, k), batch last: LAPACK's solve on small batches (:func:`solve_rows`), else (or
+    on a singular matrix) :func:`cholesky_solve`."""
     r, k = a.shape[0], a.shape[-1]
-    # LAPACK's per-matrix solve (k r^3 flops in C) against the factorisation below
-    # (r^3/6 numpy calls over the batch): measured crossover about 200 + r^2 rows
-    # (r = 6: ~270, r = 24, four effectors: ~600)
-    if k < 200 + r * r:
+    if k < solve_rows(r):
         try:
-            sol = np.linalg.solve(a.transpose(2, 0, 1), b.T[..., None])[..., 0].T
-            return cast(Array, sol)
+            return lapack_solve(a, b)
         except np.linalg.LinAlgError:
-            pass  # a singular matrix: the factorisation below replaces its pivot
+            pass  # a singular matrix: the factorisation replaces its pivot
+    return cholesky_solve(a, b)
+
+
+def lapack_solve(a: Array, b: Array) -> Array:
+    """:func:`spd_solve` by numpy's batched ``linalg.solve`` (LinAlgError on a singular
+    matrix)."""
+    return cast(Array, np.linalg.solve(a.transpose(2, 0, 1), b.T[..., None])[..., 0].T)
+
+
+def cholesky_solve(a: Array, b: Array) -> Array:
+    """:func:`spd_solve` by a Cholesky factorisation vectorised over the batch (a pivot
+    that is not positive is replaced by a tiny one: the damping keeps it rare)."""
+    r = a.shape[0]
+    if r == 0:  # no rows left (every column held or removed): nothing to solve
+        return np.zeros_like(b)
     low: list[list[Array]] = [[] for _ in range(r)]
     tiny = 1e-300
     for i in range(r):
@@ -147,5 +172,3 @@ def spd_solve(a: Array, b: Array) -> Array:
             acc = acc - low[t][i] * x[t]
         x[i] = acc / low[i][i]
     return np.stack(x)
-
-
