@@ -128,12 +128,14 @@ def bone_curves(ob: bpy.types.Object) -> list:
 
 
 def snapshot(cb) -> dict[tuple[str, int], list[tuple]]:
-    """Every key of every F-curve: frame, value, interpolation, handles and their types."""
+    """Every key of every F-curve: frame, value, interpolation, handles and their types,
+    whether it is selected."""
     out = {}
     for fc in cb.fcurves:
         out[(fc.data_path, fc.array_index)] = [
             (tuple(k.co), k.interpolation, tuple(k.handle_left), tuple(k.handle_right),
-             k.handle_left_type, k.handle_right_type, k.easing, k.type)
+             k.handle_left_type, k.handle_right_type, k.easing, k.type,
+             k.select_control_point)
             for k in fc.keyframe_points
         ]
     return out
@@ -185,6 +187,9 @@ def local_rotations(ob, bones, frames) -> dict[tuple[str, int], np.ndarray]:
 def test_current_bake_keeps_every_other_curve_and_key(body, core, tmp_path):
     ob, _ = body
     user_animation(ob)
+    for fc in channelbag(ob).fcurves:  # the rigger's selection: every other key
+        for i, k in enumerate(fc.keyframe_points):
+            k.select_control_point = i % 2 == 0
     action = ob.animation_data.action
     before = snapshot(channelbag(ob))
     others_before = local_rotations(ob, ["Spine", "Head"], range(0, 141, 7))
@@ -209,13 +214,16 @@ def test_current_bake_keeps_every_other_curve_and_key(body, core, tmp_path):
             continue
         out_before = [k for k in before[key] if not START <= k[0][0] <= END]
         out_after = [k for k in after[key] if not START <= k[0][0] <= END]
-        # Values, interpolation, handle types, easing of the keys outside the range.
+        # Values, interpolation, handle types, easing, selection of the keys outside
+        # the range.
         assert [(k[0], k[1], k[4:]) for k in out_after] == [
             (k[0], k[1], k[4:]) for k in out_before], key
     for key, keys in after.items():
         inside = [k[0][0] for k in keys if START <= k[0][0] <= END]
         if solved_channel(key[0]) and "location" not in key[0]:
             assert inside == list(range(START, END + 1)), key
+            # new keys selected, as Blender's Bake Action leaves them
+            assert all(k[8] for k in keys if START <= k[0][0] <= END), key
     # A solved bone's keyed location holds its rest value inside the range.
     loc = [k for k in after[('pose.bones["Elbow"].location', 1)] if START <= k[0][0] <= END]
     assert [(k[0][0], k[0][1]) for k in loc] == [(START, 0.0), (END, 0.0)]
