@@ -134,7 +134,11 @@ def frame_extras(
             if not math.isfinite(t.pole_angle):
                 raise DhikError(f"effector {t.name!r}: pole angle must be finite (rad)")
     kinds = {d.name: DOF[d.type] for d in skeleton.defn.joints}
+    checked: Mapping[str, Any] | None = None
     for frame, entries in driven or ():
+        if entries is checked:  # a still body's frames share one mapping: checked once
+            continue
+        checked = entries
         for name, entry in entries.items():
             if name not in kinds:
                 raise DhikError(f"driven values, frame {frame}: no joint {name!r}")
@@ -147,7 +151,8 @@ def frame_extras(
         last_in: Mapping[str, Any] | None = None
         last_out: Mapping[str, Any] = {}
         for frame, entries in driven:
-            if entries != last_in:  # a still body repeats its values: one mapping for all
+            if entries is not last_in and entries != last_in:  # a still body repeats its
+                # values (often as the same mapping): one full mapping for all
                 last_in, last_out = entries, {
                     name: _full_entry(e, f"driven values, frame {frame}: joint {name!r}")
                     for name, e in entries.items()}
