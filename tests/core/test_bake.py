@@ -173,6 +173,14 @@ def test_a_skeleton_without_moving_joints_bakes(method: str, warm: bool) -> None
     errors = [r.position_error for r in result.records]
     assert len(result.frames) == 5 and result.converged_count == 1
     np.testing.assert_allclose(errors, [0.0, 0.05, 0.1, 0.15, 0.2], atol=1e-12)
+    if method == "robust":  # a long clip: the batched solves past the LAPACK route
+        many = [(f, at.copy()) for f in range(400)]
+        for f, t in many:
+            t[0, 3] += 0.01 * f
+        result = simulate(Skeleton(defn), many, "B", method=method, warm_start=warm)
+        errors = [r.position_error for r in result.records]
+        assert len(result.frames) == 400 and result.converged_count == 1
+        np.testing.assert_allclose(errors, 0.01 * np.arange(400), atol=1e-12)
 
 
 # ------------------------------------------------------ robust bakes (solver.path)
