@@ -20,7 +20,6 @@ Two ways to write it (``scene.dhik.bake_action``):
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -44,20 +43,6 @@ REST = {
     "rotation_axis_angle": (0.0, 0.0, 1.0, 0.0),
     "scale": (1.0, 1.0, 1.0),
 }
-# Keyframe attributes kept as they were for keys outside the range (foreach_get/set).
-_KEY_FLOATS = {"co": 2, "handle_left": 2, "handle_right": 2, "back": 1, "amplitude": 1,
-               "period": 1}
-_KEY_ENUMS = ("interpolation", "handle_left_type", "handle_right_type", "easing", "type")
-_KEY_BOOLS = ("select_control_point", "select_left_handle", "select_right_handle")
-# what ``keyframe_points.add`` gives a new point as :func:`_new_keys` would set it (easing
-# and elastic values zero, AUTO_CLAMPED handles, a KEYFRAME, selected): a curve's first
-# keys skip them (tested against setting everything)
-_ADDED = frozenset({"back", "amplitude", "period", "handle_left_type", "handle_right_type",
-                    "easing", "type", *_KEY_BOOLS,
-                    # auto-clamped: ``FCurve.update`` sets them, whatever they were
-                    "handle_left", "handle_right"})
-
-
 def rotation_prop(mode: str) -> str:
     """The pose-bone property that holds the rotation in rotation mode ``mode``."""
     return ROTATION_PROPS.get(mode, "rotation_euler")
@@ -305,77 +290,6 @@ def keyed_outside(ob: bpy.types.Object, solved: Sequence[str], start: int, end: 
 # --------------------------------------------------------------------------- writing
 
 
-@functools.cache
-def _enum_values(prop: str) -> dict[str, int]:
-    rna = bpy.types.Keyframe.bl_rna.properties[prop]
-    assert isinstance(rna, bpy.types.EnumProperty)
-    return {item.identifier: item.value for item in rna.enum_items}
-
-
-def _read_keys(fc: bpy.types.FCurve) -> dict[str, np.ndarray]:
-    """Every kept attribute of ``fc``'s keyframe points, as flat arrays."""
-    n = len(fc.keyframe_points)
-    out: dict[str, np.ndarray] = {}
-    for name, width in _KEY_FLOATS.items():
-        arr = np.empty(n * width, dtype=np.float32)
-        fc.keyframe_points.foreach_get(name, arr)
-        out[name] = arr.reshape(n, width)
-    for name in (*_KEY_ENUMS, *_KEY_BOOLS):
-        arr_i = np.empty(n, dtype=np.int32)
-        fc.keyframe_points.foreach_get(name, arr_i)
-        out[name] = arr_i
-    return out
-
-
-def _new_keys(frames: np.ndarray, values: np.ndarray) -> dict[str, np.ndarray]:
-    """Attributes of new LINEAR keys (handles on the key; Blender sets them on update),
-    selected, as ``keyframe_points.add``, a New Action bake and Blender's Bake Action
-    leave new keys."""
-    n = len(frames)
-    co = np.column_stack([frames, values]).astype(np.float32)
-    props = bpy.types.Keyframe.bl_rna.properties
-    out: dict[str, np.ndarray] = {"co": co, "handle_left": co.copy(), "handle_right": co.copy()}
-    for name in ("back", "amplitude", "period"):
-        rna = props[name]
-        assert isinstance(rna, bpy.types.FloatProperty)
-        out[name] = np.full((n, 1), rna.default, dtype=np.float32)
-    defaults = {"interpolation": "LINEAR", "handle_left_type": "AUTO_CLAMPED",
-                "handle_right_type": "AUTO_CLAMPED", "easing": "AUTO", "type": "KEYFRAME"}
-    for name, item in defaults.items():
-        out[name] = np.full(n, _enum_values(name)[item], dtype=np.int32)
-    for name in _KEY_BOOLS:
-        out[name] = np.ones(n, dtype=np.int32)
-    return out
-
-
-def replace_range(
-    fc: bpy.types.FCurve, start: float, end: float, frames: np.ndarray, values: np.ndarray
-) -> None:
-    """Replace ``fc``'s keys in ``[start, end]`` by LINEAR keys ``(frames, values)``; the
-    keys outside the range keep every attribute (value, handles, interpolation ...)."""
-    kps = fc.keyframe_points
-    co = np.empty(len(kps) * 2, dtype=np.float32)
-    kps.foreach_get("co", co)
-    outside = (co[0::2] < start) | (co[0::2] > end)
-    new = _new_keys(frames, values)
-    if outside.any():  # keys outside the range keep every attribute
-        old = _read_keys(fc)
-        merged = {k: np.concatenate([old[k][outside], new[k]]) for k in old}
-    else:  # all in the range (a bake over the same frames): only new keys
-        merged = new
-    order = np.argsort(merged["co"][:, 0], kind="stable")
-    total = len(order)
-    fresh = len(kps) == 0  # every point new: the attributes ``add`` gives are left alone
-    if total > len(kps):
-        kps.add(total - len(kps))
-    while len(kps) > total:
-        kps.remove(kps[len(kps) - 1], fast=True)
-    for name, arr in merged.items():
-        if not (fresh and name in _ADDED):
-            kps.foreach_set(name, np.ascontiguousarray(arr[order]).ravel())
-    fc.update()
-
-
 def _curve(cb: bpy.types.ActionChannelbag, path: str, index: int,
            group: str) -> bpy.types.FCurve:
     """``cb``'s F-curve ``(path, index)``, made (in bone group ``group``) if missing."""
@@ -463,7 +377,8 @@ def _hold(cb: bpy.types.ActionChannelbag, pb: bpy.types.PoseBone, covered: set[s
         if by_keys or any(fc is not None for fc in curves):
             ends = np.array([start, end], dtype=float)
             for i, value in enumerate(rest):
-                replace_range(_curve(cb, held, i, pb.name), start, end, ends, np.full(2, value))
+                keying.replace_range(_curve(cb, held, i, pb.name), start, end, ends,
+                                     np.full(2, value))
         setattr(pb, prop, rest)  # also where a muted curve leaves the value in charge
 
 
@@ -477,7 +392,7 @@ def write_current(ob: bpy.types.Object, plan: KeyPlan, hold_by_keys: bool = Fals
     for bk in plan.bones:
         path = bones[bk.bone].path_from_id(bk.prop)
         for i in range(bk.values.shape[1]):
-            replace_range(_curve(cb, path, i, bk.bone), plan.start, plan.end, bk.frames,
+            keying.replace_range(_curve(cb, path, i, bk.bone), plan.start, plan.end, bk.frames,
                           bk.values[:, i])
     for bone, covered in plan.covered.items():
         _hold(cb, bones[bone], covered, plan.start, plan.end, hold_by_keys)

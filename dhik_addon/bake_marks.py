@@ -24,7 +24,7 @@ import bpy
 import numpy as np
 
 from . import keying
-from .bake_keys import replace_range
+from .keying import replace_range
 
 MARKER_LABEL = "not converged"
 MARKERS_PROP = "dhik_markers"  # on the armature object: marker names used, one a line

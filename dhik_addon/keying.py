@@ -1,9 +1,12 @@
-"""Bulk F-curve keying into a new slotted action (Blender 4.4+), LINEAR interpolation.
+"""Bulk F-curve keying (Blender 4.4+), LINEAR interpolation: whole curves into a new
+slotted action, or a range of an existing curve's keys replaced (:func:`replace_range`,
+the keys outside it kept with every attribute).
 
-Keys are written with ``keyframe_points.add`` + ``foreach_set`` (one call per curve),
-not ``keyframe_insert`` per key. Channelbags are reached through the layered-action API
-(``Action.layers[0].strips[0].channelbag(slot)``), which 4.4, 4.5 and 5.0 share; the
-``bpy_extras.anim_utils`` helpers differ between them and ``Action.fcurves`` is gone in 5.0.
+Keys are written with ``keyframe_points.add`` + ``foreach_set`` (one call per curve and
+attribute), not ``keyframe_insert`` per key. Channelbags are reached through the
+layered-action API (``Action.layers[0].strips[0].channelbag(slot)``), which 4.4, 4.5 and
+5.0 share; the ``bpy_extras.anim_utils`` helpers differ between them and
+``Action.fcurves`` is gone in 5.0.
 """
 
 from __future__ import annotations
@@ -23,6 +26,19 @@ def _enum_value(struct: type[bpy.types.bpy_struct], prop: str, item: str) -> int
 
 
 LINEAR = _enum_value(bpy.types.Keyframe, "interpolation", "LINEAR")
+
+# Keyframe attributes kept as they were for keys outside the range (foreach_get/set).
+_KEY_FLOATS = {"co": 2, "handle_left": 2, "handle_right": 2, "back": 1, "amplitude": 1,
+               "period": 1}
+_KEY_ENUMS = ("interpolation", "handle_left_type", "handle_right_type", "easing", "type")
+_KEY_BOOLS = ("select_control_point", "select_left_handle", "select_right_handle")
+# what ``keyframe_points.add`` gives a new point as :func:`_new_keys` would set it (easing
+# and elastic values zero, AUTO_CLAMPED handles, a KEYFRAME, selected): a curve's first
+# keys skip them (tested against setting everything)
+_ADDED = frozenset({"back", "amplitude", "period", "handle_left_type", "handle_right_type",
+                    "easing", "type", *_KEY_BOOLS,
+                    # auto-clamped: ``FCurve.update`` sets them, whatever they were
+                    "handle_left", "handle_right"})
 
 
 def ensure_channelbag(
@@ -107,3 +123,70 @@ def key_frames(ob: bpy.types.Object) -> list[int]:
         fc.keyframe_points.foreach_get("co", co)
         frames.update(int(round(float(f))) for f in co[0::2])
     return sorted(frames)
+
+
+# ------------------------------------------------ replacing a range of an F-curve's keys
+
+
+def _read_keys(fc: bpy.types.FCurve) -> dict[str, np.ndarray]:
+    """Every kept attribute of ``fc``'s keyframe points, as flat arrays."""
+    n = len(fc.keyframe_points)
+    out: dict[str, np.ndarray] = {}
+    for name, width in _KEY_FLOATS.items():
+        arr = np.empty(n * width, dtype=np.float32)
+        fc.keyframe_points.foreach_get(name, arr)
+        out[name] = arr.reshape(n, width)
+    for name in (*_KEY_ENUMS, *_KEY_BOOLS):
+        arr_i = np.empty(n, dtype=np.int32)
+        fc.keyframe_points.foreach_get(name, arr_i)
+        out[name] = arr_i
+    return out
+
+
+def _new_keys(frames: np.ndarray, values: np.ndarray) -> dict[str, np.ndarray]:
+    """Attributes of new LINEAR keys (handles on the key; Blender sets them on update),
+    selected, as ``keyframe_points.add``, a New Action bake and Blender's Bake Action
+    leave new keys."""
+    n = len(frames)
+    co = np.column_stack([frames, values]).astype(np.float32)
+    props = bpy.types.Keyframe.bl_rna.properties
+    out: dict[str, np.ndarray] = {"co": co, "handle_left": co.copy(), "handle_right": co.copy()}
+    for name in ("back", "amplitude", "period"):
+        rna = props[name]
+        assert isinstance(rna, bpy.types.FloatProperty)
+        out[name] = np.full((n, 1), rna.default, dtype=np.float32)
+    defaults = {"interpolation": "LINEAR", "handle_left_type": "AUTO_CLAMPED",
+                "handle_right_type": "AUTO_CLAMPED", "easing": "AUTO", "type": "KEYFRAME"}
+    for name, item in defaults.items():
+        out[name] = np.full(n, _enum_value(bpy.types.Keyframe, name, item), dtype=np.int32)
+    for name in _KEY_BOOLS:
+        out[name] = np.ones(n, dtype=np.int32)
+    return out
+
+
+def replace_range(
+    fc: bpy.types.FCurve, start: float, end: float, frames: np.ndarray, values: np.ndarray
+) -> None:
+    """Replace ``fc``'s keys in ``[start, end]`` by LINEAR keys ``(frames, values)``; the
+    keys outside the range keep every attribute (value, handles, interpolation ...)."""
+    kps = fc.keyframe_points
+    co = np.empty(len(kps) * 2, dtype=np.float32)
+    kps.foreach_get("co", co)
+    outside = (co[0::2] < start) | (co[0::2] > end)
+    new = _new_keys(frames, values)
+    if outside.any():  # keys outside the range keep every attribute
+        old = _read_keys(fc)
+        merged = {k: np.concatenate([old[k][outside], new[k]]) for k in old}
+    else:  # all in the range (a bake over the same frames): only new keys
+        merged = new
+    order = np.argsort(merged["co"][:, 0], kind="stable")
+    total = len(order)
+    fresh = len(kps) == 0  # every point new: the attributes ``add`` gives are left alone
+    if total > len(kps):
+        kps.add(total - len(kps))
+    while len(kps) > total:
+        kps.remove(kps[len(kps) - 1], fast=True)
+    for name, arr in merged.items():
+        if not (fresh and name in _ADDED):
+            kps.foreach_set(name, np.ascontiguousarray(arr[order]).ravel())
+    fc.update()

@@ -561,22 +561,22 @@ def test_a_new_curves_keys_get_every_attribute_as_when_all_are_set(addon):
     """``replace_range`` leaves the attributes ``keyframe_points.add`` gives (and the
     auto-clamped handles ``FCurve.update`` sets) alone on a curve without keys: each key
     ends exactly as when every attribute is written."""
-    from dhik_blender.dhik_addon import bake_keys
+    from dhik_blender.dhik_addon import keying
 
     act = bpy.data.actions.new("keys")
     slot = act.slots.new(id_type="OBJECT", name="E")
     bag = act.layers.new("L").strips.new(type="KEYFRAME").channelbag(slot, ensure=True)
     frames, values = np.arange(5, 12, dtype=float), np.linspace(-1.0, 2.0, 7)
     fast, full = bag.fcurves.new("location", index=0), bag.fcurves.new("location", index=1)
-    bake_keys.replace_range(fast, 5, 11, frames, values)
+    keying.replace_range(fast, 5, 11, frames, values)
     full.keyframe_points.add(1)  # a key in the range: not fresh, every attribute written
     full.keyframe_points[0].co = (6.0, 0.0)
-    bake_keys.replace_range(full, 5, 11, frames, values)
-    got, want = bake_keys._read_keys(fast), bake_keys._read_keys(full)
+    keying.replace_range(full, 5, 11, frames, values)
+    got, want = keying._read_keys(fast), keying._read_keys(full)
     assert got.keys() == want.keys()
     for name in want:
         np.testing.assert_array_equal(got[name], want[name], err_msg=name)
-    defaults = bake_keys._new_keys(frames, values)
-    for name in bake_keys._ADDED - {"handle_left", "handle_right"}:  # update() sets those
+    defaults = keying._new_keys(frames, values)
+    for name in keying._ADDED - {"handle_left", "handle_right"}:  # update() sets those
         np.testing.assert_array_equal(got[name].ravel(), defaults[name].ravel(), err_msg=name)
     bpy.data.actions.remove(act)
