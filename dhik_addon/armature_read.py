@@ -376,8 +376,8 @@ def read_skeleton_notes(ob: bpy.types.Object) -> tuple[SkeletonDef, list[str]]:
 
 class RestBones:
     """An armature's bones at rest as arrays (one ``foreach_get`` each, not an RNA read
-    per bone): row of each bone by name, heads (n, 3) and rotations (n, 3, 3) in
-    armature space (m), whether each bone's location channels move along its own axes."""
+    per bone), armature space: row of each bone by name, heads (n, 3) (m), rest
+    rotations (n, 3, 3), whether each bone's location channels move along its own axes."""
 
     def __init__(self, arm: bpy.types.Armature) -> None:
         bones = arm.bones

@@ -26,6 +26,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 Array = NDArray[np.float64]
+Rows = Sequence[int] | NDArray[np.intp]  # indices of rows (frames) kept as keys
 
 EULER_ORDERS = ("XYZ", "XZY", "YXZ", "YZX", "ZXY", "ZYX")
 QUATERNION = "QUATERNION"
@@ -103,8 +104,8 @@ def rotation_angles(a: Array, b: Array) -> Array:
 
 
 def quaternion_angles(a: Array, b: Array) -> Array:
-    """Angle (radians) of the turn from each quaternion row of ``a`` (n, 4) to the one
-    of ``b``; exact near 0: twice the angle whose tangent is the vector part of
+    """Angle (radians) of the turn from each quaternion row ``[w, x, y, z]`` of ``a``
+    (n, 4) to the one of ``b``; exact near 0: twice the angle whose tangent is the vector part of
     ``conj(a) b`` over its scalar part. Both parts scale alike with the rows' lengths, so
     rows need not be normalised (Blender normalises them)."""
     w = np.einsum("ij,ij->i", a, b)
@@ -252,9 +253,6 @@ def linear(key_frames: Array, key_values: Array, frames: Array) -> Array:
 def as_stored(values: Array) -> Array:
     """``values`` as Blender keeps them in keyframe points (float32), back in float64."""
     return np.asarray(values, dtype=np.float32).astype(np.float64)
-
-
-Rows = Sequence[int] | NDArray[np.intp]  # indices of rows (frames) kept as keys
 
 
 def max_key_error(kind: str, frames: Array, values: Array, kept: Rows) -> float:
