@@ -55,7 +55,9 @@ class RobustOptions:
     seed: int = 0  # of every random draw (restarts, seeds of tracks)
     scaled_columns: bool = True  # steps in units of each column's half range
     # trajectories (solver/path)
-    stride: int = 32  # most frames between coarse frames
+    # most frames between coarse frames (more on a clip whose targets move slower than
+    # coarse_motion per stride on average: path/search.py's slow_stride)
+    stride: int = 32
     coarse_motion: float = 0.6  # most target motion between coarse frames (m/scale + rad)
     grid: int = 32  # redundant chains: values on the grid of each locked column
     # columns locked in turn on that grid (a retry on a self-motion of one dimension

@@ -100,9 +100,12 @@ def _plan(model: BatchedKinematics, targets: Array,
           weights: Sequence[tuple[float, float]] | None, settings: SolverSettings | None,
           opts: RobustOptions, start: ArrayLike | None, before: ArrayLike | None,
           after: ArrayLike | None, held: ArrayLike | None,
-          progress: Callable[[float], None] | None, wide: bool = False) -> PathResult:  # fmt: skip
+          progress: Callable[[float], None] | None, wide: bool = False,
+          slow: bool = True) -> PathResult:  # fmt: skip
     """:func:`solve_path` without poles; ``wide``: its first pass a wide one (a
-    retry's window, ``WIDE_RETRIES``)."""
+    retry's window, ``WIDE_RETRIES``); ``slow``: a slow clip's coarse frames farther
+    apart (``Search.slow_stride``; not in a retry's window, whose stride a retry
+    halved)."""
     held, first, last = _ends(model, targets, weights, settings, opts, start, before, after,
                               held, None)
 
@@ -112,8 +115,9 @@ def _plan(model: BatchedKinematics, targets: Array,
         search.progress, search.span = progress, span
         return ladder_path(search, stride, motion, lane_frames, first, last, quick, wide)
 
-    stride, motion, lane_frames = opts.stride, opts.coarse_motion, LANE_FRAMES
     search = Search(model, targets, weights, settings, opts, held)
+    motion, lane_frames = opts.coarse_motion, LANE_FRAMES
+    stride = search.slow_stride(opts.stride, motion) if slow else opts.stride
     search.progress, search.span = progress, (0.0, 0.2)
     # a self-motion of one dimension is what the grid's lanes search best (each cell a
     # point, lanes side by side); there a greedy track's drift along it can force a fast
@@ -196,7 +200,7 @@ def _mended(model: BatchedKinematics, targets: Array,
         after = q[b + 1] if b + 1 < f else last
         part = slice(a, b + 1)
         sub = _plan(model, targets[part], weights, settings, sub_opts, start, None, after,
-                    None if held is None else held[part], tick, wide)
+                    None if held is None else held[part], tick, wide, slow=False)
         q[part], conv[part], pe[part], re[part] = sub.q, sub.converged, \
             sub.position_error, sub.orientation_error
         work[part] += sub.iterations
@@ -246,7 +250,8 @@ def cheap_path(model: BatchedKinematics, targets: ArrayLike,
     held, first, last = _ends(model, targets, weights, settings, opts, start, before, after,
                               held, poles)
     search = Search(model, targets, weights, settings, opts, held, poles)
-    return cheap_pass(search, opts.stride, opts.coarse_motion, first, last)
+    return cheap_pass(search, search.slow_stride(opts.stride, opts.coarse_motion),
+                      opts.coarse_motion, first, last)
 
 
 def _ends(model: BatchedKinematics, targets: Array,
