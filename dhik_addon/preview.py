@@ -49,21 +49,16 @@ from ..core.app.live import LiveSolver
 from ..core.errors import DhikError
 from .bake_job import BakeJob, BakeRig, Preparation
 from .frames import PAUSED
+from .preview_inputs import same_inputs, solve_signature
 from .preview_plan import Plan, flat_numbers, job_inputs
 from .preview_pose import pose_bones, restore_channels, save_channels
 from .props import DHIK_PG_settings, on_live_preview, scene_settings
 from .safety import require_in_scene
 from .targets import armature_space_poses
 
-# scene.dhik properties that do not change what the preview solves (the others, when
-# changed, restart it), besides the last bake's results (``result_*``)
-NOT_SOLVED = {"live_preview", "preview_saved", "preview_error", "animation_path",
-              "bake_action", "frame_step", "key_reduction", "use_scene_range",
-              "frame_start", "frame_end", "effector_index", "cold_start", "has_result"}
 SETTLE = 0.25  # s without a change of the inputs before the range is planned again
 TICK = 0.05  # s between the planner's timer steps
 READ = 16  # frames of the range read per planner step (the rest waits for the next)
-SAME = 1e-6  # inputs (m, rad, quaternion parts) this close are the plan's (see _same)
 
 PLANNED = "showing the bake's path"
 PLANNING = "planning the range: frames show single-frame solves"
@@ -278,50 +273,6 @@ def _fault(scene: bpy.types.Scene, s: DHIK_PG_settings, message: str) -> None:
 # --------------------------------------------------------------------------- one update
 
 
-_IK_PROPS = [f"{kind}_{a}" for kind in ("lock_ik", "use_ik_limit", "ik_min", "ik_max")
-             for a in "xyz"]
-
-
-def _rig_signature(ob: bpy.types.Object | None) -> bytes:
-    """The armature's bones as the rig reads them: names, parents, rest matrices, IK
-    locks and limits (a change, e.g. after Edit Mode, reads the rig again)."""
-    if ob is None or not isinstance(ob.data, bpy.types.Armature) or ob.pose is None:
-        return b""
-    bones = ob.data.bones
-    parts = ["|".join(f"{b.name}>{b.parent.name if b.parent else ''}" for b in bones).encode()]
-    rest = np.empty(len(bones) * 16, dtype=np.float32)
-    bones.foreach_get("matrix_local", rest)
-    parts.append(rest.tobytes())
-    for prop in _IK_PROPS:
-        arr = np.empty(len(ob.pose.bones), dtype=np.float32)
-        ob.pose.bones.foreach_get(prop, arr)
-        parts.append(arr.tobytes())
-    return b"".join(parts)
-
-
-def _signature(s: DHIK_PG_settings) -> tuple[Any, ...]:
-    """Every setting the solve depends on (objects by identity), rows included, and the
-    armature's bones."""
-
-    def values(group: Any) -> tuple[Any, ...]:
-        out: list[Any] = []
-        for prop in group.bl_rna.properties:
-            name = prop.identifier
-            if name == "rna_type" or name in NOT_SOLVED or name.startswith("result_"):
-                continue
-            value = getattr(group, name)
-            if prop.type == "POINTER" and isinstance(value, bpy.types.ID):
-                value = value.as_pointer()
-            elif prop.type == "COLLECTION":
-                value = tuple(values(item) for item in value)
-            elif prop.type in ("FLOAT", "INT", "BOOLEAN") and getattr(prop, "is_array", False):
-                value = tuple(value)
-            out.append((name, value))
-        return tuple(out)
-
-    return values(s), _rig_signature(s.armature)
-
-
 def _frame_inputs(live: _Live, depsgraph: bpy.types.Depsgraph) -> list[np.ndarray]:
     """What a solve of the current frame reads, as the core takes it: each effector's
     target (its joint frame's pose in armature space, 4x4, m), each pole's position (m),
@@ -342,7 +293,7 @@ def _update(scene: bpy.types.Scene, s: DHIK_PG_settings,
     solve when anything it reads changed (always when ``force``)."""
     key = scene.name_full
     live = _LIVE.get(key)
-    signature = _signature(s)
+    signature = solve_signature(s)
     if live is None or live.signature != signature:
         if live is not None:  # other settings: back to the saved pose, then start anew
             stop(scene)
@@ -358,12 +309,12 @@ def _update(scene: bpy.types.Scene, s: DHIK_PG_settings,
         depsgraph = bpy.context.evaluated_depsgraph_get()
     inputs = _frame_inputs(live, depsgraph)
     frame = scene.frame_current
-    if not force and _same(inputs, live.inputs):
+    if not force and same_inputs(inputs, live.inputs):
         return  # an update the preview caused, or one that changes nothing it reads
     live.inputs = inputs
     plan = live.plan
     if plan is not None and plan.generation == live.generation and frame in plan.inputs \
-            and not _same(inputs, plan.inputs[frame]):
+            and not same_inputs(inputs, plan.inputs[frame]):
         _changed(live)  # the user moved something the plan read: plan again later
     if _ready(live) and frame in plan.inputs:  # type: ignore[union-attr]
         assert plan is not None and plan.values is not None
@@ -398,14 +349,6 @@ def _solve_frame(live: _Live, scene: bpy.types.Scene, inputs: list[np.ndarray]) 
     else:
         live.status = CHANGED
     pose_bones(rig, {**driven, **res.values})
-
-
-def _same(a: list[np.ndarray], b: list[np.ndarray]) -> bool:
-    """The same inputs to float32 rounding: a plan may have read its targets from their
-    F-curves (``target_curves``) and a frame reads Blender's evaluated float32 matrices
-    (they agree within about 1e-7 m and rad)."""
-    return len(a) == len(b) and all(x.shape == y.shape and np.allclose(x, y, rtol=SAME, atol=SAME)
-                                    for x, y in zip(a, b, strict=True))
 
 
 def _changed(live: _Live) -> None:
@@ -510,7 +453,7 @@ def _finish(scene: bpy.types.Scene, live: _Live, plan: Plan) -> None:
         _BUSY.add(scene.name_full)
         try:
             inputs = _frame_inputs(live, bpy.context.evaluated_depsgraph_get())
-            if _same(inputs, plan.inputs[frame]):
+            if same_inputs(inputs, plan.inputs[frame]):
                 pose_bones(live.rig, plan.values[frame])
                 live.solver.reset(plan.values[frame])
                 live.shown, live.status = frame, PLANNED
