@@ -22,12 +22,11 @@ Array = NDArray[np.float64]
 
 TRACK_ITERATIONS = 15  # LM budget of a tracking step or a fill level
 SEED_ITERATIONS = 60  # LM budget of a seed's restart
-# a slow clip's stride grows to at most this many times the options' (slow_stride): arm7,
-# the same smooth paths at 5,000 frames (seeds 1-16, same session): with a stride of 32,
-# 75 µs a frame and one clip at 2.03x the truth's largest step; growing to the span of
-# the clip's average motion, capped at 2x, 58 µs and at most 1.59x; uncapped, 61 µs
-# (the e2e clip's span, 79 frames, then took a retry); 2,000 frames (mostly unchanged)
-# 116 -> 110 µs
+# a slow clip's stride grows to at most this many times the options' (slow_stride). arm7,
+# bench/run.py's random paths over 5,000 frames (seeds 1-16, same session): a stride of
+# 32, 75 µs a frame and one clip at 2.03x the truth's largest step; the span of the
+# clip's average motion capped at 2x, 57 µs and at most 1.59x; uncapped, 61 µs (the
+# Blender bake's 5,000-frame clip, a span of 79 frames, then took a retry)
 SLOW_STRIDE = 2.0
 
 
