@@ -65,12 +65,16 @@ def test_a_clip_played_slower_is_planned_on_about_as_many_coarse_frames() -> Non
 
 def test_a_slow_stride_grows_at_most_twofold() -> None:
     """Past twice the stride (5,000 frames of the same path: a span of 71 frames), and on
-    targets that never move, the stride is twice the options'."""
+    targets that never move, the stride is twice the options'; where the motion is not
+    a number it is the options' own."""
     stride, count, at_32, span = _stride_and_count(5000)
     assert span > 64 and stride == 64 and count < at_32
     model, _, targets = arm7_path(50, 3)
     still = np.repeat(targets[:1], 200, axis=0)
     assert Search(model, still, None, None, RobustOptions()).slow_stride(32, 0.6) == 64
+    unknown = still.copy()
+    unknown[100, 0, 0, 3] = np.nan  # a motion that is not a number: the stride as given
+    assert Search(model, unknown, None, None, RobustOptions()).slow_stride(32, 0.6) == 32
 
 
 def test_a_slow_clip_on_its_longer_stride_moves_no_faster_than_the_truth_allows() -> None:

@@ -212,9 +212,10 @@ class Search:
         is planned as at full speed, not with twice the coarse frames. At most
         ``SLOW_STRIDE`` times ``stride``."""
         total = float(np.sum(self.motion()))
-        if self.frames < 2 or total * stride >= coarse_motion * (self.frames - 1):
+        limit = coarse_motion * (self.frames - 1)
+        if self.frames < 2 or not total * stride < limit:  # fast enough, or not finite
             return stride
-        span = coarse_motion * (self.frames - 1) / total if total > 0 else math.inf
+        span = limit / total if total > 0 else math.inf
         return int(min(span, SLOW_STRIDE * stride))
 
     def coarse_frames(self, stride: int, coarse_motion: float) -> Index:
