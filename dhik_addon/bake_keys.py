@@ -392,8 +392,8 @@ def write_current(ob: bpy.types.Object, plan: KeyPlan, hold_by_keys: bool = Fals
     for bk in plan.bones:
         path = bones[bk.bone].path_from_id(bk.prop)
         for i in range(bk.values.shape[1]):
-            keying.replace_range(_curve(cb, path, i, bk.bone), plan.start, plan.end, bk.frames,
-                          bk.values[:, i])
+            keying.replace_range(_curve(cb, path, i, bk.bone), plan.start, plan.end,
+                                 bk.frames, bk.values[:, i])
     for bone, covered in plan.covered.items():
         _hold(cb, bones[bone], covered, plan.start, plan.end, hold_by_keys)
 

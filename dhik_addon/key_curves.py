@@ -105,9 +105,10 @@ def rotation_angles(a: Array, b: Array) -> Array:
 
 def quaternion_angles(a: Array, b: Array) -> Array:
     """Angle (radians) of the turn from each quaternion row ``[w, x, y, z]`` of ``a``
-    (n, 4) to the one of ``b``; exact near 0: twice the angle whose tangent is the vector part of
-    ``conj(a) b`` over its scalar part. Both parts scale alike with the rows' lengths, so
-    rows need not be normalised (Blender normalises them)."""
+    (n, 4) to the one of ``b`` (both in the bone's rest frame); exact near 0: twice the
+    angle whose tangent is the vector part of ``conj(a) b`` over its scalar part. Both
+    parts scale alike with the rows' lengths, so rows need not be normalised (Blender
+    normalises them)."""
     w = np.einsum("ij,ij->i", a, b)
     v = a[:, :1] * b[:, 1:] - b[:, :1] * a[:, 1:] - np.cross(a[:, 1:], b[:, 1:])
     return 2.0 * np.arctan2(np.sqrt(np.einsum("ij,ij->i", v, v)), np.abs(w))

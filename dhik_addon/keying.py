@@ -128,6 +128,19 @@ def key_frames(ob: bpy.types.Object) -> list[int]:
 # ------------------------------------------------ replacing a range of an F-curve's keys
 
 
+def _float_default(prop: str) -> float:
+    rna = bpy.types.Keyframe.bl_rna.properties[prop]
+    assert isinstance(rna, bpy.types.FloatProperty)
+    return float(rna.default)
+
+
+# a new key's easing values and enums (looked up once, not per curve)
+_NEW_FLOATS = {name: _float_default(name) for name in ("back", "amplitude", "period")}
+_NEW_ENUMS = {name: _enum_value(bpy.types.Keyframe, name, item) for name, item in (
+    ("interpolation", "LINEAR"), ("handle_left_type", "AUTO_CLAMPED"),
+    ("handle_right_type", "AUTO_CLAMPED"), ("easing", "AUTO"), ("type", "KEYFRAME"))}
+
+
 def _read_keys(fc: bpy.types.FCurve) -> dict[str, np.ndarray]:
     """Every kept attribute of ``fc``'s keyframe points, as flat arrays."""
     n = len(fc.keyframe_points)
@@ -149,16 +162,11 @@ def _new_keys(frames: np.ndarray, values: np.ndarray) -> dict[str, np.ndarray]:
     leave new keys."""
     n = len(frames)
     co = np.column_stack([frames, values]).astype(np.float32)
-    props = bpy.types.Keyframe.bl_rna.properties
     out: dict[str, np.ndarray] = {"co": co, "handle_left": co.copy(), "handle_right": co.copy()}
-    for name in ("back", "amplitude", "period"):
-        rna = props[name]
-        assert isinstance(rna, bpy.types.FloatProperty)
-        out[name] = np.full((n, 1), rna.default, dtype=np.float32)
-    defaults = {"interpolation": "LINEAR", "handle_left_type": "AUTO_CLAMPED",
-                "handle_right_type": "AUTO_CLAMPED", "easing": "AUTO", "type": "KEYFRAME"}
-    for name, item in defaults.items():
-        out[name] = np.full(n, _enum_value(bpy.types.Keyframe, name, item), dtype=np.int32)
+    for name, default in _NEW_FLOATS.items():
+        out[name] = np.full((n, 1), default, dtype=np.float32)
+    for name, value in _NEW_ENUMS.items():
+        out[name] = np.full(n, value, dtype=np.int32)
     for name in _KEY_BOOLS:
         out[name] = np.ones(n, dtype=np.int32)
     return out

@@ -205,9 +205,10 @@ class Search:
         return np.asarray(sums.reshape(a.shape) / total ** self.opts.power)
 
     def slow_stride(self, stride: int, coarse_motion: float) -> int:
-        """``stride``, or more on a clip whose targets move less than ``coarse_motion``
-        over ``stride`` frames on average (:meth:`motion`): the frames over which they
-        move that much on average. The coarse frames then lie alike in the targets'
+        """``stride`` (frames), or more on a clip whose targets move less than
+        ``coarse_motion`` (:meth:`motion`'s units: metres over the chain's length scale
+        plus radians) over ``stride`` frames on average: the frames over which they move
+        that much on average. The coarse frames then lie alike in the targets'
         motion whatever the frame rate: a clip played at half speed (twice the frames)
         is planned as at full speed, not with twice the coarse frames. At most
         ``SLOW_STRIDE`` times ``stride``."""
