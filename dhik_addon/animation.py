@@ -13,7 +13,7 @@ from ..core.app.bake import align_quaternion_signs
 from ..core.errors import DhikError
 from ..core.model.skeleton import Skeleton
 from .access import pose_of, scene_of
-from .armature_read import joint_maps, read_skeleton
+from .armature_read import read_skeleton, rig_joint_maps
 from .frames import frame_loop
 
 
@@ -50,7 +50,7 @@ def read_animation(
         raise DhikError.at("DHIK", "frame range", f"frame {bad[0]} is negative; "
                            "animation.json frames start at 0")
     defn = read_skeleton(ob)
-    maps = joint_maps(ob, defn)
+    maps = rig_joint_maps(ob, defn)
     skeleton = Skeleton(defn)
     scene = scene_of(context)
     bones = pose_of(ob).bones

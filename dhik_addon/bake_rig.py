@@ -24,7 +24,7 @@ from ..core.solver.settings import SolverSettings
 from . import bone_refs
 from .access import armature_data, pose_of, scene_of
 from .animation import channel_floats
-from .armature_read import chain_joint_count, joint_maps, read_skeleton_notes
+from .armature_read import chain_joint_count, read_skeleton_notes, rig_joint_maps
 from .bake_keys import (
     bone_joints,
     check_effector_moves,
@@ -132,7 +132,7 @@ class BakeRig:
             row.check_target(scene, ob)
             check_effector_moves(defn, row.bone, "DHIK", row.where or "effector")
         check_applied_scale(ob, defn)
-        maps = joint_maps(ob, defn)
+        maps = rig_joint_maps(ob, defn)
         names = [r.bone for r in rows]
         lengths = [chain_joint_count(ob, defn, r.bone, r.chain_length) for r in rows]
         solved = solved_joints(defn, names, lengths)

@@ -43,7 +43,7 @@ from ..core.rotations import (
 )
 from . import bone_refs, keying
 from .access import armature_data, collection_of, scene_of
-from .armature_read import joint_maps, read_skeleton
+from .armature_read import read_skeleton, rig_joint_maps
 from .frames import frame_loop
 from .joint_map import JointMap
 from .key_curves import matrices_to_euler
@@ -80,7 +80,7 @@ def bone_to_joint(context: bpy.types.Context, bone: str) -> np.ndarray | None:
     ob = settings(context).armature
     if ob is None or not bone:
         return None
-    maps = joint_maps(ob, read_skeleton(ob))
+    maps = rig_joint_maps(ob, read_skeleton(ob))
     if bone not in maps:
         raise DhikError.at(f"armature {ob.name!r}", f"bones[{bone!r}]", "no such bone")
     return orthonormal(maps[bone].to_bone)
