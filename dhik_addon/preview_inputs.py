@@ -10,6 +10,7 @@ import bpy
 import numpy as np
 
 from .props import DHIK_PG_settings
+from .rig_fingerprint import rig_fingerprint
 
 # scene.dhik properties that do not change what the preview solves (the others, when
 # changed, restart it), besides the last bake's results (``result_*``)
@@ -19,25 +20,12 @@ NOT_SOLVED = {"live_preview", "preview_saved", "preview_error", "animation_path"
 SAME = 1e-6  # inputs this close are the plan's (see same_inputs)
 
 
-_IK_PROPS = [f"{kind}_{a}" for kind in ("lock_ik", "use_ik_limit", "ik_min", "ik_max")
-             for a in "xyz"]
-
-
 def rig_signature(ob: bpy.types.Object | None) -> bytes:
-    """The armature's bones as the rig reads them: names, parents, rest matrices, IK
-    locks and limits (a change, e.g. after Edit Mode, reads the rig again)."""
+    """The armature's bones as the rig's read sees them (``rig_fingerprint``: a change,
+    e.g. after Edit Mode or to a location lock, reads the rig again)."""
     if ob is None or not isinstance(ob.data, bpy.types.Armature) or ob.pose is None:
         return b""
-    bones = ob.data.bones
-    parts = ["|".join(f"{b.name}>{b.parent.name if b.parent else ''}" for b in bones).encode()]
-    rest = np.empty(len(bones) * 16, dtype=np.float32)
-    bones.foreach_get("matrix_local", rest)
-    parts.append(rest.tobytes())
-    for prop in _IK_PROPS:
-        arr = np.empty(len(ob.pose.bones), dtype=np.float32)
-        ob.pose.bones.foreach_get(prop, arr)
-        parts.append(arr.tobytes())
-    return b"".join(parts)
+    return rig_fingerprint(ob.data, ob.pose)
 
 
 def solve_signature(s: DHIK_PG_settings) -> tuple[Any, ...]:

@@ -3,11 +3,13 @@ bytes: two armatures with equal fingerprints read as the same skeleton, with the
 notes and joint maps, so a read can be kept while its fingerprint stays the same.
 
 What a read looks at: each bone's name, parent and children (their order sets the
-joints'), its rest head and matrix (armature space, float32 as Blender keeps them),
-whether it is connected and moves in its own location frame, its ``dhik_*`` custom
-properties (a joint stored by Import Skeleton), and its pose bone's location locks,
-IK locks, IK limits (rad) and IK stretch. Nothing else of the rig is read (its pose,
-constraints and animation are the bake's checks', read on every bake).
+joints': Blender lists an armature's bones depth first, each bone's children in their
+own order, so the list of names and parents holds it), its rest head and matrix
+(armature space, float32 as Blender keeps them), whether it is connected and moves in
+its own location frame, its ``dhik_*`` custom properties (a joint stored by Import
+Skeleton), and its pose bone's location locks, IK locks, IK limits (rad) and IK
+stretch. Nothing else of the rig is read (its pose, constraints and animation are the
+bake's checks', read on every bake).
 """
 
 from __future__ import annotations
@@ -44,15 +46,14 @@ def rig_fingerprint(arm: bpy.types.Armature, pose: bpy.types.Pose) -> bytes:
 
 
 def _names(bones: Any) -> str:
-    """Per bone: its name, its parent's, its children's in order, and its stored joint
-    (``dhik_*`` properties, keys sorted)."""
+    """Per bone, in the armature's order (depth first: children in their order): its
+    name, its parent's and its stored joint (``dhik_*`` properties, keys sorted)."""
     out = []
     for b in bones:
         parent = b.parent
-        kids = ",".join(c.name for c in b.children)
         keys = sorted(k for k in b.keys() if k.startswith(PREFIX))
         stored = ";".join(f"{k}={_value(b[k])!r}" for k in keys)
-        out.append(f"{b.name}<{parent.name if parent else ''}>{kids}[{stored}]")
+        out.append(f"{b.name}<{parent.name if parent else ''}>[{stored}]")
     return "\n".join(out)
 
 

@@ -277,6 +277,35 @@ def test_a_rig_made_unusable_while_previewing_turns_it_off(addon, capfd):
     assert "Traceback" not in capfd.readouterr().err
 
 
+def test_a_rig_change_only_the_read_sees_restarts_it(addon):
+    """Disconnecting the hip in Edit Mode frees its location: the bake's read of the rig
+    then has the hip's sliders (hip.tx/.ty/.tz). The preview solves with that read too:
+    no bone is renamed, reparented or turned at rest, and no IK setting changes."""
+    ob = build_plain_rig()
+    target = bpy.data.objects.new("goal", None)
+    bpy.context.collection.objects.link(target)
+    target.location = (0.0, -0.5, 1.5)
+    s = bpy.context.scene.dhik
+    s.armature, s.effector, s.target, s.orientation_weight = ob, "toe", target, 0.0
+    s.live_preview = True
+    key = bpy.context.scene.name_full
+    live = _preview(addon)._LIVE[key]
+    assert "hip.tx" not in {j.name for j in live.rig.skeleton.defn.joints}
+    bpy.context.view_layer.objects.active = ob
+    bpy.ops.object.mode_set(mode="EDIT")
+    ob.data.edit_bones["hip"].use_connect = False
+    bpy.ops.object.mode_set(mode="OBJECT")
+    bpy.context.view_layer.update()
+    assert s.live_preview
+    live = _preview(addon)._LIVE[key]
+    joints = {j.name for j in live.rig.skeleton.defn.joints}
+    assert {"hip.tx", "hip.ty", "hip.tz"} <= joints
+    assert live.rig.skeleton.defn == addon.dhik_addon.armature_read.read_skeleton(ob)
+    pe, _ = _on_target(ob, "toe", target, s)
+    assert pe < s.position_tolerance
+    s.live_preview = False
+
+
 def test_weights_and_extra_rows_as_the_bake(addon, core, tmp_path):
     """Two arms: LHand the main effector (position only), RHand an extra row."""
     poses = two_arm_poses(3)
