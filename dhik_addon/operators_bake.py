@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Literal
 import bpy
 
 from ..core.app.bake import BakeResult
+from ..core.app.blas_threads import one_blas_thread
 from ..core.app.collector import collector_paused
 from ..core.errors import DhikError
 from .access import window_manager
@@ -97,7 +98,8 @@ class DHIK_OT_bake(bpy.types.Operator):
         return {"FINISHED"}
 
     def execute(self, context: bpy.types.Context) -> OperatorResult:
-        with collector_paused():  # a full collection walks all of Blender's objects
+        # a full collection walks all of Blender's objects; OpenBLAS threads stall
+        with collector_paused(), one_blas_thread():
             return self._execute(context)
 
     def _execute(self, context: bpy.types.Context) -> OperatorResult:
@@ -176,7 +178,8 @@ class DHIK_OT_bake(bpy.types.Operator):
             if session.stage == "write":  # (read before the keys change the pose)
                 assert session.job is not None
                 self._posed = _posed(session.job)
-            written = session.step(context)
+            with one_blas_thread():
+                written = session.step(context)
         except DhikError as err:
             self._stop(context)
             self.report({"ERROR"}, str(err))

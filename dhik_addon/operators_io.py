@@ -14,6 +14,7 @@ from bpy.props import BoolProperty, EnumProperty, StringProperty
 from bpy_extras.io_utils import ExportHelper, ImportHelper
 
 from ..core.app.arrays import array_writer, output_format
+from ..core.app.blas_threads import one_blas_thread
 from ..core.app.collector import collector_paused
 from ..core.app.filesets import write_files
 from ..core.app.formats import (
@@ -182,7 +183,8 @@ class DHIK_OT_import_targets(bpy.types.Operator, _JsonImport):
     )
 
     def execute(self, context: bpy.types.Context) -> OperatorResult:
-        with collector_paused():  # a full collection walks all of Blender's objects
+        # a full collection walks all of Blender's objects; OpenBLAS threads stall
+        with collector_paused(), one_blas_thread():
             return self._execute(context)
 
     def _execute(self, context: bpy.types.Context) -> OperatorResult:

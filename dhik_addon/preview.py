@@ -45,6 +45,7 @@ from typing import Any
 import bpy
 import numpy as np
 
+from ..core.app.blas_threads import one_blas_thread
 from ..core.app.live import LiveSolver
 from ..core.errors import DhikError
 from .bake_job import BakeJob, BakeRig, Preparation
@@ -246,10 +247,12 @@ def _guarded(scene: bpy.types.Scene, depsgraph: bpy.types.Depsgraph | None,
     _BUSY.add(key)
     try:
         try:
-            _update(scene, s, depsgraph, force)
+            with one_blas_thread():  # numpy's OpenBLAS threads stall on a busy machine
+                _update(scene, s, depsgraph, force)
         except ReferenceError:  # data the cache held was freed (an undo): read it again
             _LIVE.pop(key, None)
-            _update(scene, s, depsgraph, force)
+            with one_blas_thread():
+                _update(scene, s, depsgraph, force)
     except DhikError as err:
         _fault(scene, s, str(err))
     except Exception as err:  # not a DhikError: still one line, and the preview stops

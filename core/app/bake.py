@@ -31,6 +31,7 @@ from ..solver.kinematics import FrameTargets, Kinematics
 from ..solver.lm import solve_many
 from ..solver.path import cheap_path, solve_path
 from ..solver.settings import RobustOptions, SolverSettings
+from .blas_threads import on_one_blas_thread
 from .formats import AnimationColumns, ColumnFrames
 from .inputs import EffectorTrack, Target, check_tracks, frame_extras, merge_tracks
 from .parts import held_rows, parts_of
@@ -42,6 +43,7 @@ __all__ = ["METHODS", "BakeResult", "EffectorTrack", "FrameRecord", "RecordTable
            "align_quaternion_signs", "merge_tracks", "simulate", "summary_line"]
 
 
+@on_one_blas_thread
 def simulate(
     skeleton: Skeleton,
     targets: Sequence[Target] | Sequence[EffectorTrack],

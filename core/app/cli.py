@@ -26,6 +26,7 @@ from ..model.skeleton import Skeleton
 from .arrays import FORMATS
 from .bake import summary_line
 from .bakejob import BakeOptions, ProgressBar, TrackSpec, add_bake_options, positive, run_bake
+from .blas_threads import one_blas_thread
 from .collector import collector_paused
 from .formats import (
     EULER_TOLERANCE,
@@ -280,7 +281,8 @@ def _install_sigterm() -> Any:
 def main(argv: Sequence[str] | None = None) -> int:
     previous = _install_sigterm()
     try:
-        return _main(argv)
+        with one_blas_thread():
+            return _main(argv)
     finally:
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)

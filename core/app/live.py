@@ -21,6 +21,7 @@ from ..model.skeleton import Skeleton
 from ..solver.kinematics import FrameTargets, Pole
 from ..solver.lm import solve_one
 from ..solver.settings import RobustOptions, SolverSettings
+from .blas_threads import on_one_blas_thread
 from .inputs import EffectorTrack
 from .parts import held_rows, parts_of
 
@@ -54,6 +55,7 @@ class LiveSolver:
         self.last = [None if values is None else p.model.coordinates(values)
                      for p in self.parts]
 
+    @on_one_blas_thread
     def solve(self, targets: Sequence[NDArray[np.float64]],
               driven: Mapping[str, Mapping[str, Any]] | None = None,
               poles: Sequence[tuple[float, float, float] | None] | None = None,

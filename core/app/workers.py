@@ -25,6 +25,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from ..errors import DhikError
+from .blas_threads import set_blas_threads
 
 CLUSTER_HINT = "pip install 'dhik[cluster]'"
 STOP_GRACE = 10.0  # seconds a pool worker has to clean up after SIGTERM before SIGKILL
@@ -60,14 +61,16 @@ def _watch_parent(parent: int) -> None:
 
 def worker_init() -> None:
     """Pool workers: Ctrl-C is the batch's; SIGTERM stops the job (:class:`WorkerStopped`);
-    the parent watched; one BLAS/OpenMP thread for any library a job loads later
-    (numpy's BLAS, loaded before the fork, keeps its setting)."""
+    the parent watched; one BLAS/OpenMP thread: numpy's OpenBLAS, loaded before the
+    fork, set directly (``blas_threads``), any library a job loads later by the
+    environment."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, _on_sigterm)
     threading.Thread(target=_watch_parent, args=(os.getppid(),), daemon=True,
                      name="dhik-watch-parent").start()
     for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
         os.environ.setdefault(var, "1")
+    set_blas_threads(1)
 
 
 def pooled(job_fn: Callable[..., Any], *args: Any) -> Any:
