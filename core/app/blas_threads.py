@@ -2,15 +2,16 @@
 
 The LM solves small linear systems (``numpy.linalg.solve``, 6x6 to 30x30, one per row
 or a few hundred at once), and the rig's and targets' reads invert 3x3 matrices. With
-numpy 1.26's OpenBLAS (Blender 4.5's and 5.0's numpy) each such LU call starts its
-threads, and when the machine's cores are busy (a render, another program, two bakes)
-it waits for them: a 9x9 solve took 4-22 ms instead of 9 us on this 2-core machine
-with two busy processes, and the Rigify arm's bake with a pole 2.3x Blender's IK time
-instead of 0.8x (``bench/blas_load.py``). One thread does every call dhik makes at
-full speed. Inside :func:`one_blas_thread` OpenBLAS runs one thread; afterwards it runs
-as many as before (the setting is the process's: other code in Blender keeps its
-own). Where no OpenBLAS is loaded (another BLAS, or one this module cannot find) it
-does nothing.
+numpy 1.26's OpenBLAS (the numpy bpy 5.0.1 runs with here) each such LU call starts
+its threads, and when the machine's cores are busy (a render, another program,
+two bakes) it waits for them: a 9x9 solve took 4-22 ms instead of 9 us on this 2-core
+machine with two busy processes, and the Rigify arm's bake with a pole 2.3-9.8x
+Blender's IK time instead of 0.8x (``bench/blas_load.py``; README, "A busy machine").
+One thread does every call dhik makes at full speed. Inside :func:`one_blas_thread`
+numpy's OpenBLAS (:func:`numpy_openblas`: not scipy's, which its wheel bundles apart)
+runs one thread; afterwards it runs as many as before (the setting is the process's:
+other code in Blender keeps its own). Where numpy has no OpenBLAS (another BLAS, or
+one this module cannot find) it does nothing.
 """
 
 from __future__ import annotations
@@ -87,38 +88,55 @@ def set_blas_threads(count: int) -> None:
 
 @cache
 def openblas_threads() -> tuple[Callable[[], int], Callable[[int], None]] | None:
-    """The loaded OpenBLAS's ``get_num_threads`` and ``set_num_threads``, or None."""
-    for path in _candidates():
-        try:
-            lib = ctypes.CDLL(path)
-        except OSError:
-            continue
-        for prefix in _PREFIXES:
-            for suffix in _SUFFIXES:
-                get = getattr(lib, f"{prefix}openblas_get_num_threads{suffix}", None)
-                put = getattr(lib, f"{prefix}openblas_set_num_threads{suffix}", None)
-                if get is not None and put is not None:
-                    get.restype, get.argtypes = ctypes.c_int, []
-                    put.restype, put.argtypes = None, [ctypes.c_int]
-                    return (lambda g=get: int(g())), (lambda n, p=put: p(int(n)))
+    """numpy's OpenBLAS's ``get_num_threads`` and ``set_num_threads``, or None."""
+    path = numpy_openblas()
+    if path is None:
+        return None
+    try:
+        lib = ctypes.CDLL(path)
+    except OSError:
+        return None
+    for prefix in _PREFIXES:
+        for suffix in _SUFFIXES:
+            get = getattr(lib, f"{prefix}openblas_get_num_threads{suffix}", None)
+            put = getattr(lib, f"{prefix}openblas_set_num_threads{suffix}", None)
+            if get is not None and put is not None:
+                get.restype, get.argtypes = ctypes.c_int, []
+                put.restype, put.argtypes = None, [ctypes.c_int]
+                return (lambda g=get: int(g())), (lambda n, p=put: p(int(n)))
     return None
 
 
-def _candidates() -> list[str]:
-    """Paths of OpenBLAS libraries numpy may have loaded: on Linux the process's own
-    mapped libraries; elsewhere (and as a fallback) the ones numpy's wheel bundles."""
+@cache
+def numpy_openblas() -> str | None:
+    """The path of the OpenBLAS numpy loaded: the one its wheel bundles (scipy's wheel
+    bundles another, often loaded first, which numpy's solves never use), else any
+    loaded OpenBLAS (a numpy built against the system's)."""
+    root = os.path.realpath(os.path.dirname(np.__file__))
+    bundled = {os.path.realpath(os.path.join(root, d))
+               for d in ("../numpy.libs", ".libs", ".dylibs")}
+    loaded = _loaded_openblas()
+    for path in loaded:
+        if os.path.dirname(os.path.realpath(path)) in bundled:
+            return path
+    for d in sorted(bundled):
+        found = sorted(glob.glob(os.path.join(d, "*openblas*")))
+        if found:
+            return found[0]
+    return loaded[0] if loaded else None
+
+
+def _loaded_openblas() -> list[str]:
+    """The OpenBLAS libraries this process has mapped (Linux; elsewhere none known)."""
     found: list[str] = []
-    if sys.platform.startswith("linux"):
-        try:
-            with open("/proc/self/maps", encoding="utf-8", errors="replace") as maps:
-                for line in maps:
-                    path = line.rsplit(" ", 1)[-1].strip()
-                    if "openblas" in os.path.basename(path).lower() and path not in found:
-                        found.append(path)
-        except OSError:
-            pass
-    root = os.path.dirname(np.__file__)
-    for pattern in ("../numpy.libs/*openblas*", ".libs/*openblas*", ".dylibs/*openblas*",
-                    "../numpy/.libs/*openblas*"):
-        found += [p for p in sorted(glob.glob(os.path.join(root, pattern))) if p not in found]
+    if not sys.platform.startswith("linux"):
+        return found
+    try:
+        with open("/proc/self/maps", encoding="utf-8", errors="replace") as maps:
+            for line in maps:
+                path = line.rsplit(" ", 1)[-1].strip()
+                if "openblas" in os.path.basename(path).lower() and path not in found:
+                    found.append(path)
+    except OSError:
+        pass
     return found

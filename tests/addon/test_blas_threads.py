@@ -21,6 +21,9 @@ def blas(addon: Any) -> Iterator[tuple[Any, Any]]:
     get, put = api
     was = get()
     put(2)
+    if get() != 2:  # OpenBLAS caps it at the cores it found
+        put(was)
+        pytest.skip("OpenBLAS runs one thread at most here")
     yield get, put
     put(was)
 
