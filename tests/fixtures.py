@@ -6,12 +6,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import importlib.util
 import math
 import os
 import pty
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -308,3 +310,23 @@ TWO_LEGS = {
         {"name": "toeR", "type": "fixed", "parent": "footR", "offset": [0, 0.1, 0]},
     ],
 }
+
+
+@contextlib.contextmanager
+def two_blas_threads(api: Any) -> Iterator[Any]:
+    """OpenBLAS's ``(get, set)`` (``blas_threads.openblas_threads()``) on two threads
+    inside, as it was afterwards; the test skips without OpenBLAS, or where OpenBLAS
+    caps it at one (the cores it found: nothing to change then)."""
+    import pytest
+
+    if api is None:
+        pytest.skip("numpy without OpenBLAS")
+    get, put = api
+    was = get()
+    put(2)
+    try:
+        if get() != 2:
+            pytest.skip("OpenBLAS runs one thread at most here")
+        yield api
+    finally:
+        put(was)

@@ -256,6 +256,21 @@ def build_angled_arm(name: str = "arm"):
     return ob
 
 
+def leg_with_goal(effector_on_panel: bool = True):
+    """:func:`build_plain_rig` and an Empty "goal" within the toe's reach; with
+    ``effector_on_panel`` the panel bakes the toe to it, position only. ``(ob, goal)``."""
+    import bpy
+
+    ob = build_plain_rig()
+    target = bpy.data.objects.new("goal", None)
+    bpy.context.collection.objects.link(target)
+    target.location = (0.0, -0.5, 1.5)
+    if effector_on_panel:
+        s = bpy.context.scene.dhik
+        s.armature, s.effector, s.target, s.orientation_weight = ob, "toe", target, 0.0
+    return ob, target
+
+
 def build_metarig():
     """The Rigify human metarig (rigify is bundled with the bpy module), or None."""
     import bpy

@@ -9,35 +9,22 @@ from typing import Any
 
 import bpy
 import pytest
-from addon_helpers import build_plain_rig
+from addon_helpers import leg_with_goal
+from fixtures import two_blas_threads
 
 
 @pytest.fixture
 def blas(addon: Any) -> Iterator[tuple[Any, Any]]:
     """OpenBLAS's get/set on two threads for the test, as it was afterwards."""
-    api = addon.core.app.blas_threads.openblas_threads()
-    if api is None:
-        pytest.skip("numpy without OpenBLAS")
-    get, put = api
-    was = get()
-    put(2)
-    if get() != 2:  # OpenBLAS caps it at the cores it found
-        put(was)
-        pytest.skip("OpenBLAS runs one thread at most here")
-    yield get, put
-    put(was)
+    with two_blas_threads(addon.core.app.blas_threads.openblas_threads()) as api:
+        yield api
 
 
 def _leg_with_goal() -> tuple[bpy.types.Object, bpy.types.Object]:
-    ob = build_plain_rig()
-    target = bpy.data.objects.new("goal", None)
-    bpy.context.collection.objects.link(target)
-    target.location = (0.0, -0.5, 1.5)
-    s = bpy.context.scene.dhik
-    s.armature, s.effector, s.target, s.orientation_weight = ob, "toe", target, 0.0
+    out = leg_with_goal()
     scene = bpy.context.scene
     scene.frame_start, scene.frame_end = 1, 4
-    return ob, target
+    return out
 
 
 def test_a_bake_reads_checks_and_solves_on_one_thread(addon, blas, monkeypatch):

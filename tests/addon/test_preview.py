@@ -13,8 +13,8 @@ import bpy
 import numpy as np
 from addon_helpers import (
     TWO_ARMS,
-    build_plain_rig,
     keyed_root,
+    leg_with_goal,
     reachable_targets,
     two_arm_poses,
     write_json,
@@ -257,12 +257,8 @@ def test_a_rig_the_bake_refuses_is_refused_when_turned_on(addon, mixed_files, ca
 def test_a_rig_made_unusable_while_previewing_turns_it_off(addon, capfd):
     """A leg made in Blender: locking every IK axis of hip and knee leaves the toe without
     a movable joint, which the bake refuses; the preview stops with that report."""
-    ob = build_plain_rig()
-    target = bpy.data.objects.new("goal", None)
-    bpy.context.collection.objects.link(target)
-    target.location = (0.0, -0.5, 1.5)
+    ob, target = leg_with_goal()
     s = bpy.context.scene.dhik
-    s.armature, s.effector, s.target, s.orientation_weight = ob, "toe", target, 0.0
     channels = _channels(ob)
     s.live_preview = True
     pe, _ = _on_target(ob, "toe", target, s)
@@ -281,12 +277,8 @@ def test_a_rig_change_only_the_read_sees_restarts_it(addon):
     """Disconnecting the hip in Edit Mode frees its location: the bake's read of the rig
     then has the hip's sliders (hip.tx/.ty/.tz). The preview solves with that read too:
     no bone is renamed, reparented or turned at rest, and no IK setting changes."""
-    ob = build_plain_rig()
-    target = bpy.data.objects.new("goal", None)
-    bpy.context.collection.objects.link(target)
-    target.location = (0.0, -0.5, 1.5)
+    ob, target = leg_with_goal()
     s = bpy.context.scene.dhik
-    s.armature, s.effector, s.target, s.orientation_weight = ob, "toe", target, 0.0
     s.live_preview = True
     key = bpy.context.scene.name_full
     live = _preview(addon)._LIVE[key]

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 from dhik.app import blas_threads
 from dhik.app.blas_threads import one_blas_thread, openblas_threads, set_blas_threads
+from fixtures import two_blas_threads
 
 ARM7 = Path(__file__).resolve().parents[2] / "sample_scenes" / "arm7"
 
@@ -31,18 +32,9 @@ pytestmark = pytest.mark.skipif(not _uses_openblas(), reason="numpy without Open
 
 @pytest.fixture
 def two_threads() -> Iterator[tuple[object, object]]:
-    """OpenBLAS on two threads for the test (one core or OPENBLAS_NUM_THREADS=1 would
-    leave nothing to change), as it was afterwards."""
-    api = openblas_threads()
-    assert api is not None, "numpy's OpenBLAS was not found"
-    get, put = api
-    was = get()
-    put(2)
-    if get() != 2:  # OpenBLAS caps it at the cores it found
-        put(was)
-        pytest.skip("OpenBLAS runs one thread at most here")
-    yield get, put
-    put(was)
+    """OpenBLAS on two threads for the test, as it was afterwards."""
+    with two_blas_threads(openblas_threads()) as api:
+        yield api
 
 
 def test_one_thread_inside_as_many_as_before_after(two_threads) -> None:
