@@ -246,12 +246,11 @@ def _guarded(scene: bpy.types.Scene, depsgraph: bpy.types.Depsgraph | None,
         return
     _BUSY.add(key)
     try:
-        try:
-            with one_blas_thread():  # numpy's OpenBLAS threads stall on a busy machine
+        with one_blas_thread():  # numpy's OpenBLAS threads stall on a busy machine
+            try:
                 _update(scene, s, depsgraph, force)
-        except ReferenceError:  # data the cache held was freed (an undo): read it again
-            _LIVE.pop(key, None)
-            with one_blas_thread():
+            except ReferenceError:  # data the cache held was freed (an undo): read again
+                _LIVE.pop(key, None)
                 _update(scene, s, depsgraph, force)
     except DhikError as err:
         _fault(scene, s, str(err))
