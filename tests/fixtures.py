@@ -179,6 +179,22 @@ def largest_step(model: Any, q: np.ndarray) -> float:
     return float(np.abs(model.difference(q[:-1], q[1:])).max())
 
 
+def planned_passes(monkeypatch: Any) -> list[int]:
+    """A list that every pass of ``solve_path``'s planner (``plan.ladder_path``) appends
+    its frame count to."""
+    import dhik.solver.path.plan as plan
+
+    planned: list[int] = []
+    inner = plan.ladder_path
+
+    def counting(search: Any, *args: Any, **kwargs: Any) -> Any:
+        planned.append(search.frames)
+        return inner(search, *args, **kwargs)
+
+    monkeypatch.setattr(plan, "ladder_path", counting)
+    return planned
+
+
 def relaxed_passes(monkeypatch: Any) -> list[Any]:
     """A list that every pass of ``solve_path``'s planner appends its path to, its peaks
     relaxed (``plan.relax_peaks``), in order: the first is the first pass's."""

@@ -30,6 +30,7 @@ from fixtures import (
     arm7_path,
     check_answers,
     largest_step,
+    planned_passes,
     relaxed_passes,
     smooth_path,
     swivel,
@@ -487,22 +488,6 @@ def test_a_swing_that_stands_out_is_planned_again(monkeypatch: pytest.MonkeyPatc
     assert largest_step(model, once.q) > 2.0 * largest_step(model, truth)
 
 
-def planned_passes(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    """A list that every pass of ``solve_path``'s planner (``plan.ladder_path``) appends
-    its frame count to."""
-    import dhik.solver.path.plan as plan
-
-    planned: list[int] = []
-    inner = plan.ladder_path
-
-    def counting(search: Any, *args: Any, **kwargs: Any) -> PathResult:
-        planned.append(search.frames)
-        return inner(search, *args, **kwargs)
-
-    monkeypatch.setattr(plan, "ladder_path", counting)
-    return planned
-
-
 def test_a_jump_is_mended_around_it_not_by_planning_the_whole_clip(
         monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
     """A first pass that leaves a jump (arm7, 2,000 frames, seed 10) is planned again
@@ -605,17 +590,18 @@ def test_a_retry_locks_every_column(monkeypatch: pytest.MonkeyPatch) -> None:
 @pytest.mark.parametrize(("seed", "passes"), [(3, 1), (7, 2)])
 def test_frames_out_of_reach_are_not_planned_again(monkeypatch: pytest.MonkeyPatch,
                                                    seed: int, passes: int) -> None:  # fmt: skip
-    """arm7, 600 frames, frames 200-259 moved 3x as far from the base. Seed 3: every one
-    of them lies beyond the arm's reach (``Problem.out_of_reach``), no pass can reach
-    them and the jumps into and out of them are the targets' doing: the clip is planned
-    once. Seed 7: 29 of them lie within reach but are not reached: one denser pass,
-    not the two a jump on a clip solved everywhere gets."""
+    """arm7, 600 frames, frames 200-259 moved 3x as far from the base (the targets cut
+    into them and out: ``plan.target_cuts``, each stretch planned alone). Seed 3: every
+    one of them lies beyond the arm's reach (``Problem.out_of_reach``), no pass can reach
+    them and the jumps into and out of them are the targets' doing: each stretch is
+    planned once. Seed 7: 29 of them lie within reach but are not reached: their
+    stretch gets one denser pass, not the two a jump on a clip solved everywhere gets."""
     model, _, targets = arm7_path(600, seed)
     targets = targets.copy()
     targets[200:260, :, :3, 3] *= 3.0
     planned = planned_passes(monkeypatch)
     res = solve_path(model, targets)
-    assert planned == [600] * passes
+    assert planned == [200] + [60] * passes + [340]
     assert res.converged[:200].all() and res.converged[260:].all()
     far = Problem(model, targets, None).out_of_reach()
     assert far[200:260].all() == (seed == 3) and not far[:200].any()
@@ -663,11 +649,9 @@ def test_the_ladders_bookkeeping_reports_progress_as_it_goes() -> None:
     quiet = ladder.edge_costs(model, ~model.held, qs, idx, nodes, 2.0)  # the same costs
     assert all(np.array_equal(a, b) for a, b in zip(costs, quiet, strict=True))
 
-    truth = smooth_path(model.lo, model.hi, 2400, 5)
-    truth[1200:, 0] += 1.0  # a forced jump: the cheap pass gives way to the search
+    truth = smooth_path(model.lo, model.hi, 2400, 5)  # searched: arm7 takes no cheap pass
     fractions: list[float] = []
-    solve_path(model, model.transforms(np.clip(truth, model.lo, model.hi)),
-               progress=fractions.append)
+    solve_path(model, model.transforms(truth), progress=fractions.append)
     assert fractions == sorted(fractions) and fractions[-1] == 1.0
     from dhik.solver.path.candidates import GRID_SHARE
     inside = [f for f in fractions if 0.2 + 0.5 * GRID_SHARE < f < 0.2 + 0.5 * 0.6]

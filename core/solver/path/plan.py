@@ -5,9 +5,10 @@ trajectory is solved as one problem: candidates per coarse frame (``candidates``
 least-motion path through them (``ladder``), every frame filled (``fill``), its peaks
 relaxed (``relax``), jumps and steps that stand out of the clip's left planned again
 around them or over the whole clip with denser coarse frames; with poles, that path is
-then swung toward them (``swing``). Frames whose step from the previous frame is still a
-jump (more than ``flip_factor`` times the median step of the ten frames on each side)
-are reported: no continuous path was found there.
+then swung toward them (``swing``). A clip whose targets cut (jump) is planned a
+stretch at a time between the cuts. Frames whose step from the previous frame
+is still a jump (more than ``flip_factor`` times the median step of the ten frames on
+each side) are reported: no continuous path was found there.
 """
 
 from __future__ import annotations
@@ -65,8 +66,9 @@ def solve_path(model: BatchedKinematics, targets: ArrayLike,
     first pass is quick, its retries are not: ``candidates.QUICK_BUDGET``) and the
     better answer kept: where every reachable frame converged and the frames within
     ``MEND_FRAMES`` of the rough ones are a quarter of the clip at most, those frames
-    first (``_mended``), the whole clip only if one stays. Deterministic for a given
-    ``options.seed``.
+    first (``_mended``), the whole clip only if one stays. Where the targets cut
+    (:func:`target_cuts`), the stretches between the cuts are planned apart.
+    Deterministic for a given ``options.seed``.
 
     Where the path starts, coordinates (n,) (rad, m): ``start``, a solution of the first
     frame (the last frame of the part of a trajectory solved before); else, with
@@ -101,11 +103,19 @@ def _plan(model: BatchedKinematics, targets: Array,
           opts: RobustOptions, start: ArrayLike | None, before: ArrayLike | None,
           after: ArrayLike | None, held: ArrayLike | None,
           progress: Callable[[float], None] | None, wide: bool = False,
-          slow: bool = True) -> PathResult:  # fmt: skip
+          slow: bool = True, split: bool = True) -> PathResult:  # fmt: skip
     """:func:`solve_path` without poles; ``wide``: its first pass a wide one (a
     retry's window, ``WIDE_RETRIES``); ``slow``: a slow clip's coarse frames farther
     apart (``Search.slow_stride``; not in a retry's window, whose stride a retry
-    halved)."""
+    halved); ``split``: a clip whose targets cut planned a stretch at a time
+    (:func:`_between_cuts`)."""
+    if held is not None:
+        held = np.asarray(held, dtype=float).reshape(len(targets), model.n)
+    search = Search(model, targets, weights, settings, opts, held)
+    cuts = target_cuts(search) if split else np.zeros(0, dtype=np.intp)
+    if cuts.size:
+        return _between_cuts(model, targets, weights, settings, opts, (start, before, after),
+                             held, progress, wide, slow, cuts)
     held, first, last = _ends(model, targets, weights, settings, opts, start, before, after,
                               held, None)
 
@@ -115,7 +125,6 @@ def _plan(model: BatchedKinematics, targets: Array,
         search.progress, search.span = progress, span
         return ladder_path(search, stride, motion, lane_frames, first, last, quick, wide)
 
-    search = Search(model, targets, weights, settings, opts, held)
     motion, lane_frames = opts.coarse_motion, LANE_FRAMES
     stride = search.slow_stride(opts.stride, motion) if slow else opts.stride
     search.progress, search.span = progress, (0.0, 0.2)
@@ -171,6 +180,56 @@ def _plan(model: BatchedKinematics, targets: Array,
     if progress is not None:
         progress(1.0)
     return best
+
+
+def target_cuts(search: Search) -> NDArray[np.intp]:
+    """The frames ``search``'s targets jump into (a cut in the clip): a step of their
+    motion (:meth:`~.search.Search.motion`) of ``coarse_motion`` or more that is also a
+    jump by the joints' rule (over ``flip_factor`` times the median of the ten steps on
+    each side). Smooth clips have none (arm7, the loops and paths of bench/held_out.py:
+    steps at most 2.3x the clip's median and 1.2x their neighbours')."""
+    move, opts = search.motion(), search.opts
+    jumps = jump_frames(move, opts.flip_factor)
+    return jumps[move[jumps - 1] >= opts.coarse_motion]
+
+
+def _between_cuts(model: BatchedKinematics, targets: Array,
+                  weights: Sequence[tuple[float, float]] | None,
+                  settings: SolverSettings | None, opts: RobustOptions,
+                  ends: tuple[ArrayLike | None, ArrayLike | None, ArrayLike | None],
+                  held: Array | None, progress: Callable[[float], None] | None,
+                  wide: bool, slow: bool, cuts: NDArray[np.intp]) -> PathResult:  # fmt: skip
+    """The clip planned a stretch at a time, cut where its targets jump (``cuts``, the
+    first frames of the stretches after the first): no path is continuous across a cut,
+    and a search across one chose fast swings before it to shorten the jump (arm7,
+    bench/held_out.py's 16 paths of 2,000 frames with three cuts each: a flip beside a
+    cut in every one, 1,836 µs a frame; apart, 266 µs and one flip, by 2.6x, that the
+    stretch it lies in has when planned alone as well). A stretch after a cut starts
+    where its own least-motion path does: started from the solution nearest the pose
+    before the cut, 16 such paths took 3.8x the time (same session), with fast swings
+    later on.
+    ``ends``: ``solve_path``'s ``start``, ``before`` (the first stretch's) and ``after``
+    (the last's); ``held`` (F, n). The cuts are reported as jumps (the targets'
+    doing)."""
+    start, before, after = ends
+    f = len(targets)
+    bounds = [0, *(int(c) for c in cuts), f]
+    parts: list[PathResult] = []
+    for i, (a, b) in enumerate(zip(bounds[:-1], bounds[1:], strict=True)):
+        tick = None if progress is None else \
+            (lambda x, a=a, b=b: progress((a + (b - a) * x) / f))
+        parts.append(_plan(model, targets[a:b], weights, settings, opts,
+                           start if i == 0 else None,
+                           before if i == 0 else None,
+                           after if b == f else None,
+                           None if held is None else held[a:b], tick, wide, slow,
+                           split=False))
+    q = np.concatenate([p.q for p in parts])
+    jumps = jump_frames(frame_steps(model, q, ~model.held), opts.flip_factor)
+    return PathResult(q, np.concatenate([p.converged for p in parts]),
+                      np.concatenate([p.position_error for p in parts]),
+                      np.concatenate([p.orientation_error for p in parts]),
+                      [int(j) for j in jumps], np.concatenate([p.iterations for p in parts]))
 
 
 def _mended(model: BatchedKinematics, targets: Array,

@@ -1,0 +1,68 @@
+"""What a trajectory's planner searches again, and what it leaves (``solver.path.plan``):
+clips whose targets cut, frames a first pass missed, windows still rough after their
+retry.
+
+arm7 (seven hinges, full pose) on smooth paths of the test generator; targets are their
+FK, unless said. A flip is a step in which a column moves more than twice the truth's
+largest per-frame step. Fixed seeds throughout. Frames: world; metres, radians.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from dhik.solver.path import plan, solve_path
+from dhik.solver.path.search import Search
+from dhik.solver.settings import RobustOptions
+from fixtures import arm7_path, largest_step, planned_passes
+
+
+def with_cuts(frames: int, seed: int, stretches: list[tuple[int, int]]
+              ) -> tuple[object, np.ndarray, np.ndarray]:  # fmt: skip
+    """``arm7_path(frames, seed)`` with each of ``stretches`` (first frame, length) held
+    at one random pose within the limits (its targets that pose's FK, the truth too):
+    the targets jump into the stretch and out of it."""
+    model, truth, targets = arm7_path(frames, seed)
+    truth, targets = truth.copy(), targets.copy()
+    rng = np.random.default_rng(seed)
+    for a, length in stretches:
+        pose = model.lo + rng.uniform(0.1, 0.9, model.n) * (model.hi - model.lo)
+        truth[a:a + length] = pose
+        targets[a:a + length] = model.transforms(pose[None])
+    return model, truth, targets
+
+
+def test_smooth_clips_have_no_cuts() -> None:
+    """The test generator's paths, at their speed and squeezed into 200 frames (1-3
+    sweeps of 60 % of each range in 200 frames), have no cut: their targets never jump
+    by the joints' rule and ``coarse_motion`` at once."""
+    for frames in (200, 2000):
+        for seed in range(5):
+            model, _, targets = arm7_path(frames, seed)
+            search = Search(model, targets, None, None, RobustOptions())
+            assert plan.target_cuts(search).size == 0, (frames, seed)
+
+
+def test_a_clip_whose_targets_cut_is_planned_a_stretch_at_a_time(
+        monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    """arm7, 2,000 frames (seed 300), whose targets jump to a far pose for frames
+    188-208 and 835-851 and back: the four cuts are found, each stretch between them is
+    planned alone (no pass spans a cut: before, the whole clip was planned three times,
+    each pass with fast swings before the cuts), every frame converges, the jumps
+    reported are the cuts, no step within a stretch is a flip, and the stretches held at
+    one pose stay there."""
+    model, truth, targets = with_cuts(2000, 300, [(188, 21), (835, 17)])
+    cuts = [188, 209, 835, 852]
+    search = Search(model, targets, None, None, RobustOptions())
+    assert plan.target_cuts(search).tolist() == cuts
+    planned = planned_passes(monkeypatch)
+    res = solve_path(model, targets)
+    assert planned == [188, 21, 626, 17, 1148]  # the stretches, each once
+    assert res.converged.all()
+    assert res.jumps == cuts
+    bounds = [0, *cuts, 2000]
+    for a, b in zip(bounds[:-1], bounds[1:], strict=True):
+        assert largest_step(model, res.q[a:b]) < 2.0 * max(largest_step(model, truth[a:b]),
+                                                         1e-3), (a, b)
+    for a, b in ((188, 209), (835, 852)):
+        assert largest_step(model, res.q[a:b]) < 1e-3
