@@ -14,7 +14,7 @@ import pytest
 from dhik.solver.path import plan, solve_path
 from dhik.solver.path.search import Search
 from dhik.solver.settings import RobustOptions
-from fixtures import arm7_path, largest_step, planned_passes
+from fixtures import arm7_path, largest_step, planned_passes, relaxed_passes
 
 
 def with_cuts(frames: int, seed: int, stretches: list[tuple[int, int]]
@@ -66,3 +66,50 @@ def test_a_clip_whose_targets_cut_is_planned_a_stretch_at_a_time(
                                                          1e-3), (a, b)
     for a, b in ((188, 209), (835, 852)):
         assert largest_step(model, res.q[a:b]) < 1e-3
+
+
+def test_frames_missed_beside_a_jump_are_mended_and_windows_planned_again(
+        monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    """arm7, 2,000 frames, seed 43: the first pass leaves ten frames within reach
+    unconverged beside a jump. They are planned again within ``MEND_FRAMES`` of them
+    (before, the whole clip was planned again at once), where they converge; the jump
+    the window still leaves is planned again in its own window at the next retry's
+    density (``plan.MEND_AGAIN``), and only then, that window still rough, the whole clip.
+    The answer: every frame converged, no jump, no flip."""
+    model, truth, targets = arm7_path(2000, 43)
+    planned = planned_passes(monkeypatch)
+    passes = relaxed_passes(monkeypatch)
+    res = solve_path(model, targets)
+    first, mended = passes[0], passes[1]
+    missed = np.flatnonzero(~first.converged)
+    assert missed.size and first.jumps
+    assert planned[0] == 2000 and planned[1] < 2000 // 4  # the clip, then a window
+    assert mended.converged.all()  # the missed frames reached in the window
+    assert planned[2] < 2000 // 4 and planned[3:] == [2000]  # again a window; the clip
+    assert res.converged.all() and not res.jumps
+    assert largest_step(model, res.q) < 2.0 * largest_step(model, truth)
+
+
+def test_frames_a_window_does_not_reach_are_not_searched_again_over_the_clip(
+        monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    """arm7, 2,000 frames (seed 7), frames 1,000-1,059 moved 3x as far from the base and
+    the ten on either side on the way (a ramp, no cut): 75 frames lie beyond the arm's
+    reach, and three more within it are not reached. Their window, planned again as
+    densely as a whole-clip retry would be, leaves them: the whole clip is not planned
+    again (its retry, same session, left the same three). Every other frame converges."""
+    from dhik.solver.lm import Problem
+
+    model, _, targets = arm7_path(2000, 7)
+    scale = np.ones(2000)
+    scale[990:1070] = np.r_[np.linspace(1.0, 3.0, 11)[1:], np.full(60, 3.0),
+                           np.linspace(3.0, 1.0, 11)[:-1]]
+    targets = targets.copy()
+    targets[:, :, :3, 3] *= scale[:, None, None]
+    far = Problem(model, targets, None).out_of_reach()
+    assert far.sum() == 75 and plan.target_cuts(Search(model, targets, None, None,
+                                                       RobustOptions())).size == 0
+    planned = planned_passes(monkeypatch)
+    res = solve_path(model, targets)
+    assert len(planned) == 2 and planned[0] == 2000 and planned[1] < 2000 // 4
+    missed = np.flatnonzero(~res.converged & ~far)
+    assert 0 < missed.size <= 3 and (np.abs(missed - 1030) < 60).all()
