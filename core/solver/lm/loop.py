@@ -265,8 +265,8 @@ def _targets_first(model: BatchedKinematics, problem: Problem, res: LMResult, id
         return
     again = _again(model, problem.as_pole_pull(), res, idx, miss, frozen, stall_window,
                    budget)
-    better = problem.badness(again.position_error, again.orientation_error) <= \
-        problem.badness(res.position_error[miss], res.orientation_error[miss])
+    better = ~problem.nearer((res.position_error[miss], res.orientation_error[miss], None),
+                             (again.position_error, again.orientation_error, None))
     res.put(miss, again, better)
 
 

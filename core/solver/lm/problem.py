@@ -367,15 +367,35 @@ class Problem:
             out = np.maximum(out, po.max(axis=1) / s.position_tolerance)
         return out
 
+    def shortfall(self, pe: Array, re: Array) -> Array:
+        """Per row: how far its targets are missed as the LM weighs them, the energy it
+        minimises (twice it: the sum over the effectors of ``(w_p pe / scale)^2 +
+        (w_r re)^2``); ``pe`` (m) and ``re`` (rad) (B, m), rows first. Approaches that
+        both miss are judged by it (``nearer``, ``rank``): by ``badness``, the largest
+        error over its tolerance alone, a pose reaching 8 cm further toward a target
+        out of reach with its orientation 2.3 rad off was the better one (arm7, a
+        target moved out of reach: single frames thrown 2 rad off and back)."""
+        return np.sum((self.wp * pe / self.scale) ** 2 + (self.wr * re) ** 2, axis=1)
+
+    def nearer(self, a: tuple[Array, Array, Array | None],
+               b: tuple[Array, Array, Array | None]) -> BoolArray:
+        """Per row: answer ``a`` is nearer its targets than ``b``, each (pe, re, po) as
+        for ``badness``: where either meets its targets, by ``badness``; where both
+        miss, by ``shortfall``."""
+        ba, bb = self.badness(*a), self.badness(*b)
+        return np.where((ba < 1.0) | (bb < 1.0), ba < bb,
+                        self.shortfall(a[0], a[1]) < self.shortfall(b[0], b[1]))
+
     def rank(self, pe: Array, re: Array, po: Array) -> Array:
         """Per row, lower is better, targets first: below 1 when the targets and poles
         are met (their badness), in [1, 2) when only the targets are (by the poles' arc
-        left), 2 and above when the targets are not (2 + their badness)."""
+        left), 2 and above when the targets are not (2 + their ``shortfall``)."""
         targets = self.badness(pe, re)
+        missed = 2.0 + self.shortfall(pe, re)
         if not po.size:
-            return np.where(targets < 1.0, targets, 2.0 + targets)
+            return np.where(targets < 1.0, targets, missed)
         arc = po.max(axis=1) / self.settings.position_tolerance
-        return np.where(targets >= 1.0, 2.0 + targets,
+        return np.where(targets >= 1.0, missed,
                         np.where(arc < 1.0, np.maximum(targets, arc), 1.0 + arc / (1.0 + arc)))
 
     def as_pole_pull(self) -> Problem:

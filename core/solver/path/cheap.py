@@ -163,8 +163,8 @@ def _cheap_once(search: Search, stride: int, coarse_motion: float, first: Array 
         res = levenberg_marquardt(model, problem, q[out], search.settings.max_iterations,
                                   rows=out, stall_window=SLOW_STALL_WINDOW)
         np.add.at(search.work, out, res.iterations)
-        better = problem.badness(res.position_error, res.orientation_error, res.pole_error) \
-            < problem.badness(pe[out], re[out])
+        better = problem.nearer((res.position_error, res.orientation_error, res.pole_error),
+                                (pe[out], re[out], None))
         take = out[better]
         q[take], pe[take], re[take] = res.q[better], res.position_error[better], \
             res.orientation_error[better]

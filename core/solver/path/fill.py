@@ -144,7 +144,6 @@ class Filler:
         length = bad[np.r_[cut, bad.size - 1]] - first + 1
         sr = self.search
         model, problem = sr.model, sr.problem
-        badness = problem.badness
         for j in range(int(length.max())):
             rows = first[length > j] + j
             init = q[np.maximum(rows - 1, 0)].copy()
@@ -153,8 +152,10 @@ class Filler:
                                       rows=rows, stall_window=SLOW_STALL_WINDOW)
             np.add.at(sr.work, rows, res.iterations)
             now = levenberg_marquardt(model, problem, q[rows], 0, rows=rows)
-            better = badness(res.position_error, res.orientation_error, res.pole_error) < \
-                badness(now.position_error, now.orientation_error, now.pole_error)
+            better = problem.nearer((res.position_error, res.orientation_error,
+                                     res.pole_error),
+                                    (now.position_error, now.orientation_error,
+                                     now.pole_error))
             take = rows[better]
             q[take], conv[take] = res.q[better], res.converged[better]
             pe[take], re[take] = res.position_error[better], res.orientation_error[better]
