@@ -19,7 +19,6 @@ bench/results/clip_lengths.md). Issue 17 point 5 asks for a 60-frame clip in at 
 from __future__ import annotations
 
 import argparse
-import platform
 import statistics
 import sys
 import time
@@ -30,6 +29,7 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 from batched import Engine  # noqa: E402
+from report import write_report  # noqa: E402
 from run import FLIP_SEEDS, SEED_B  # noqa: E402
 from scenes import load_scenes  # noqa: E402
 
@@ -89,13 +89,7 @@ def main(argv: list[str] | None = None) -> int:
         lines.append(f"| {frames} | {seconds:.2f} | {per:.0f} | {conv}/{frames} | {flips} | "
                      f"{per / base:.2f} |")
         print(lines[-1], flush=True)
-    head = (f"bench/clip_lengths.py on {platform.machine()}, 2 cores, Python "
-            f"{platform.python_version()}, numpy {np.__version__}; "
-            f"{time.perf_counter() - started:.0f} s in all.")
-    text = "\n".join([head, "", *lines]) + "\n"
-    print(text)
-    if args.out:
-        Path(args.out).write_text(text)
+    write_report("clip_lengths.py", started, lines, args.out)
     return 0
 
 

@@ -28,7 +28,6 @@ step of any joint from frame 2 on over the largest step of the true joint path
 from __future__ import annotations
 
 import argparse
-import platform
 import statistics
 import sys
 import time
@@ -42,6 +41,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 from batched import Engine  # noqa: E402
 from methods import DhikCompiled  # noqa: E402
+from report import write_report  # noqa: E402
 from run import SEED_B  # noqa: E402
 from scenes import Scene, load_scenes  # noqa: E402
 
@@ -151,13 +151,7 @@ def main(argv: list[str] | None = None) -> int:
             lines.append(f"| {seed} | {r['robust_us']:.0f} | {r['spec_us']:.0f} | "
                          f"{r['robust_us'] / r['spec_us']:.2f} | {r['ratio']:.2f} | "
                          f"{r['converged']}/{r['frames']} |")
-    head = (f"bench/held_out.py on {platform.machine()}, 2 cores, Python "
-            f"{platform.python_version()}, numpy {np.__version__}; "
-            f"{time.perf_counter() - started:.0f} s in all.")
-    text = "\n".join([head, "", *lines]) + "\n"
-    print(text)
-    if args.out:
-        Path(args.out).write_text(text)
+    write_report("held_out.py", started, lines, args.out)
     return 0
 
 

@@ -173,6 +173,20 @@ def arm7_path(frames: int, seed: int) -> tuple[Any, np.ndarray, np.ndarray]:
     return model, truth, model.transforms(truth)
 
 
+def arm7_ramped_out(frames: int, seed: int, first: int) -> tuple[Any, np.ndarray]:
+    """``arm7_path(frames, seed)``'s model and targets (frames, 1, 4, 4) with the targets
+    of frames ``first + 10`` to ``first + 69`` moved out to 3x their distance from the
+    base (out of reach), the ten frames before and after on the way (a ramp out of
+    reach and back, no cut in the clip)."""
+    model, _, targets = arm7_path(frames, seed)
+    scale = np.ones(frames)
+    scale[first:first + 80] = np.r_[np.linspace(1.0, 3.0, 11)[1:], np.full(60, 3.0),
+                                    np.linspace(3.0, 1.0, 11)[:-1]]
+    targets = targets.copy()
+    targets[:, :, :3, 3] *= scale[:, None, None]
+    return model, targets
+
+
 def largest_step(model: Any, q: np.ndarray) -> float:
     """The largest per-frame motion of any column of ``q`` (F, n), the nearest way
     (``model.difference``: a rotation vector's other vector is no motion) (rad, m)."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 from dhik.solver.lm import Problem
 from dhik.solver.path import solve_path
-from fixtures import arm7_path
+from fixtures import arm7_path, arm7_ramped_out
 
 
 def test_an_approach_is_judged_by_the_energy_the_lm_minimises() -> None:
@@ -44,12 +44,7 @@ def test_a_target_moved_out_of_reach_is_followed_without_thrown_frames() -> None
     kept, on single coarse frames, a pose reaching a little further with its orientation
     2.4 rad off (all zeros: a slot that never lived): steps of 1.1-3.2 rad in and out
     again every ten frames or so."""
-    model, _, targets = arm7_path(1200, 3)
-    scale = np.ones(1200)
-    scale[590:670] = np.r_[np.linspace(1.0, 3.0, 11)[1:], np.full(60, 3.0),
-                           np.linspace(3.0, 1.0, 11)[:-1]]
-    targets = targets.copy()
-    targets[:, :, :3, 3] *= scale[:, None, None]
+    model, targets = arm7_ramped_out(1200, 3, 590)
     far = Problem(model, targets, None).out_of_reach()
     inside = np.flatnonzero(far)
     assert inside.size > 60 and np.all(np.diff(inside) == 1)  # one stretch beyond reach

@@ -14,7 +14,13 @@ import pytest
 from dhik.solver.path import plan, solve_path
 from dhik.solver.path.search import Search
 from dhik.solver.settings import RobustOptions
-from fixtures import arm7_path, largest_step, planned_passes, relaxed_passes
+from fixtures import (
+    arm7_path,
+    arm7_ramped_out,
+    largest_step,
+    planned_passes,
+    relaxed_passes,
+)
 
 
 def with_cuts(frames: int, seed: int, stretches: list[tuple[int, int]]
@@ -99,12 +105,7 @@ def test_frames_a_window_does_not_reach_are_not_searched_again_over_the_clip(
     again (its retry, same session, left the same three). Every other frame converges."""
     from dhik.solver.lm import Problem
 
-    model, _, targets = arm7_path(2000, 7)
-    scale = np.ones(2000)
-    scale[990:1070] = np.r_[np.linspace(1.0, 3.0, 11)[1:], np.full(60, 3.0),
-                           np.linspace(3.0, 1.0, 11)[:-1]]
-    targets = targets.copy()
-    targets[:, :, :3, 3] *= scale[:, None, None]
+    model, targets = arm7_ramped_out(2000, 7, 990)
     far = Problem(model, targets, None).out_of_reach()
     assert far.sum() == 75 and plan.target_cuts(Search(model, targets, None, None,
                                                        RobustOptions())).size == 0
