@@ -114,3 +114,35 @@ def test_frames_a_window_does_not_reach_are_not_searched_again_over_the_clip(
     assert len(planned) == 2 and planned[0] == 2000 and planned[1] < 2000 // 4
     missed = np.flatnonzero(~res.converged & ~far)
     assert 0 < missed.size <= 3 and (np.abs(missed - 1030) < 60).all()
+
+
+def test_a_cut_is_one_for_every_effector_whose_targets_count() -> None:
+    """Two hands on one solved spine (400 frames of a smooth path): the left hand's
+    targets jump to another pose for frames 150-179 while the right hand's move on: no
+    cut, the right hand's path goes on through them; both hands' targets held at other
+    poses there: the cuts 150 and 180. arm7 whose target turns over (3 rad about x) for
+    frames 150-179, its position smooth: with full-pose targets the cuts 150 and 180, a
+    position-only target none."""
+    from dhik.app.formats import parse_skeleton
+    from dhik.model.joint_space import BatchedModel
+    from fixtures import sample_coordinates, smooth_path, two_hands_on_a_spine
+
+    opts = RobustOptions()
+    model = BatchedModel(parse_skeleton(two_hands_on_a_spine()), ["LHand", "RHand"])
+    targets = model.transforms(smooth_path(model.lo, model.hi, 400, 4))
+    other = model.transforms(sample_coordinates(model, np.random.default_rng(4), 1))[0]
+    one, both = targets.copy(), targets.copy()
+    one[150:180, 0] = other[0]
+    both[150:180] = other
+    assert plan.target_cuts(Search(model, one, None, None, opts)).size == 0
+    assert plan.target_cuts(Search(model, both, None, None, opts)).tolist() == [150, 180]
+
+    arm, _, turned = arm7_path(400, 4)
+    turned = turned.copy()
+    flip = np.array([[1.0, 0.0, 0.0], [0.0, np.cos(3.0), -np.sin(3.0)],
+                     [0.0, np.sin(3.0), np.cos(3.0)]])
+    turned[150:180, :, :3, :3] = turned[150:180, :, :3, :3] @ flip
+    full = Search(arm, turned, None, None, opts)
+    position = Search(arm, turned, [(1.0, 0.0)], None, opts)
+    assert plan.target_cuts(full).tolist() == [150, 180]
+    assert plan.target_cuts(position).size == 0

@@ -199,14 +199,23 @@ def _plan(model: BatchedKinematics, targets: Array,
 
 
 def target_cuts(search: Search) -> NDArray[np.intp]:
-    """The frames ``search``'s targets jump into (a cut in the clip): a step of their
-    motion (:meth:`~.search.Search.motion`) of ``coarse_motion`` or more that is also a
+    """The frames ``search``'s targets jump into (a cut in the clip): for every effector
+    whose targets count, a step of what counts of its target's motion
+    (:meth:`~.search.Search.counted_motion`) of ``coarse_motion`` or more that is also a
     jump by the joints' rule (over ``flip_factor`` times the median of the ten steps on
-    each side). Smooth clips have none (arm7, the loops and paths of bench/held_out.py:
-    steps at most 2.3x the clip's median and 1.2x their neighbours')."""
-    move, opts = search.motion(), search.opts
-    jumps = jump_frames(move, opts.flip_factor)
-    return jumps[move[jumps - 1] >= opts.coarse_motion]
+    each side). Where one effector's target jumps and another's moves on smoothly (two
+    hands on one solved spine), the clip is not cut: the other hand's path goes on. A
+    position-only target's turn is no cut. Smooth clips have none (arm7, the loops and
+    paths of bench/held_out.py: steps at most 2.3x the clip's median and 1.2x their
+    neighbours')."""
+    opts = search.opts
+    cut: NDArray[np.bool_] | None = None
+    for move in search.counted_motion():
+        here = np.zeros(search.frames, dtype=bool)
+        jumps = jump_frames(move, opts.flip_factor)
+        here[jumps[move[jumps - 1] >= opts.coarse_motion]] = True
+        cut = here if cut is None else cut & here
+    return np.zeros(0, dtype=np.intp) if cut is None else np.flatnonzero(cut)
 
 
 def _between_cuts(model: BatchedKinematics, targets: Array,

@@ -161,12 +161,27 @@ class Search:
         return self._motion
 
     def _target_motion(self) -> Array:
+        dp, da = self._effector_steps()
+        return np.max(dp + da, axis=0) if dp.size else np.zeros(0)
+
+    def _effector_steps(self) -> tuple[Array, Array]:
+        """Per effector and step between frames (m, F-1): the target's position step
+        over the chain's length scale, and its rotation angle (rad)."""
         pr = self.problem
         t_pos, t_rot = pr.rows.pos, pr.rows.rot
         dp = np.linalg.norm(np.diff(t_pos, axis=-1), axis=1) / pr.scale  # (m, F-1)
         rel = np.einsum("milk,mjlk->ijmk", t_rot[..., 1:], t_rot[..., :-1])
-        da = np.linalg.norm(rotvec(rel), axis=0)  # (m, F-1)
-        return np.max(dp + da, axis=0) if dp.size else np.zeros(0)
+        return dp, np.linalg.norm(rotvec(rel), axis=0)
+
+    def counted_motion(self) -> Array:
+        """Per effector whose targets count (a position or orientation weight above 0)
+        and step between frames (e, F-1): the motion of what counts of its target, the
+        position step over the chain's length scale where its position counts plus the
+        rotation angle (rad) where its orientation does."""
+        pr = self.problem
+        dp, da = self._effector_steps()
+        out = np.where(pr.count_p[:, None], dp, 0.0) + np.where(pr.count_r[:, None], da, 0.0)
+        return out[pr.count_p | pr.count_r]
 
     def spread(self, a: Index | int, b: Index | int) -> Array:
         """For stretches from frame ``a`` to frame ``b`` (arrays or ints), how a joint
