@@ -97,8 +97,9 @@ def solve_path(model: BatchedKinematics, targets: ArrayLike,
                      tick)
         poled = Problem(model, targets, weights, settings, opts, held, poles)
         plain = Problem(model, targets, weights, settings, opts, held)
+        cuts = target_cuts(Search(model, targets, weights, settings, opts, held))
         out = swing_to_poles(model, poled, plain, path, start is not None or
-                             before is not None, after is not None, opts.flip_factor)
+                             before is not None, after is not None, opts.flip_factor, cuts)
         if progress is not None:
             progress(1.0)
         return out

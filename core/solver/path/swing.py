@@ -61,11 +61,14 @@ SHARE_REACH = 2.0
 
 def swing_to_poles(model: BatchedKinematics, poled: Problem, plain: Problem,
                    path: PathResult, keep_first: bool, keep_last: bool,
-                   flip_factor: float) -> PathResult:  # fmt: skip
+                   flip_factor: float, cuts: NDArray[np.intp] | None = None
+                   ) -> PathResult:  # fmt: skip
     """``path`` (planned on ``plain``, the problem without poles) swung toward the poles
     of ``poled`` (the same frames with them), as the module docstring says; frames the
     path does not converge on stay. ``keep_first`` / ``keep_last``: the path's first /
-    last frame is given and stays. Returns the new path, its jumps measured again."""
+    last frame is given and stays; ``cuts``: frames the targets jump into, whose steps
+    the swing's relaxing leaves (``relax.relax_peaks``). Returns the new path, its jumps
+    measured again."""
     frames = len(path.q)
     if frames == 0:
         return path
@@ -111,7 +114,7 @@ def swing_to_poles(model: BatchedKinematics, poled: Problem, plain: Problem,
     out = PathResult(q, conv, pe, re, [], work)
     # the swing's own peaks (a polished stretch the limits stop, swung in and out)
     # (frames on their poles stay: a stall near a pole is no answer to keep)
-    return relax_peaks(model, plain, out, flip_factor, keep=full & met)
+    return relax_peaks(model, plain, out, flip_factor, keep=full & met, cuts=cuts)
 
 
 def _polish(model: BatchedKinematics, poled: Problem, q: Array, budget: int) -> LMResult:
