@@ -54,9 +54,9 @@ def test_a_clip_whose_targets_cut_is_planned_a_stretch_at_a_time(
     """arm7, 2,000 frames (seed 300), whose targets jump to a far pose for frames
     188-208 and 835-851 and back: the four cuts are found, each stretch between them is
     planned alone (no pass spans a cut: before, the whole clip was planned three times,
-    each pass with fast swings before the cuts), every frame converges, the jumps
-    reported are the cuts, no step within a stretch is a flip, and the stretches held at
-    one pose stay there."""
+    each pass with fast swings before the cuts), each from the solution nearest the pose
+    before its cut, every frame converges, the jumps reported are the cuts, no step
+    within a stretch is a flip, and the stretches held at one pose stay there."""
     model, truth, targets = with_cuts(2000, 300, [(188, 21), (835, 17)])
     cuts = [188, 209, 835, 852]
     search = Search(model, targets, None, None, RobustOptions())
@@ -72,6 +72,13 @@ def test_a_clip_whose_targets_cut_is_planned_a_stretch_at_a_time(
                                                          1e-3), (a, b)
     for a, b in ((188, 209), (835, 852)):
         assert largest_step(model, res.q[a:b]) < 1e-3
+    # each stretch after a cut starts at the solution its first frame's LM reaches from
+    # the pose before the cut (the least motion across it; its quick pass was clean)
+    opts = RobustOptions()
+    for c in cuts:
+        near = plan.continued(model, targets[c:c + 1], None, None, opts, res.q[c - 1], 0,
+                              None, None)
+        assert near is not None and np.allclose(res.q[c], near, atol=1e-12), c
 
 
 def test_frames_missed_beside_a_jump_are_mended_and_windows_planned_again(
