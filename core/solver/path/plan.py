@@ -4,9 +4,9 @@ Frames: world; units: metres, radians. The bake knows every target in advance, s
 trajectory is solved as one problem: candidates per coarse frame (``candidates``), the
 least-motion path through them (``ladder``), every frame filled (``fill``), its peaks
 relaxed (``relax``), jumps, steps that stand out of the clip's and frames missed left
-planned again around them or over the whole clip with denser coarse frames; with poles, that path is
-then swung toward them (``swing``). A clip whose targets cut (jump) is planned a
-stretch at a time between the cuts. Frames whose step from the previous frame
+planned again around them or over the whole clip with denser coarse frames; with poles,
+that path is then swung toward them (``swing``). A clip whose targets cut (jump) is
+planned a stretch at a time between the cuts. Frames whose step from the previous frame
 is still a jump (more than ``flip_factor`` times the median step of the ten frames on
 each side) are reported: no continuous path was found there.
 """
@@ -96,10 +96,10 @@ def solve_path(model: BatchedKinematics, targets: ArrayLike,
         path = _plan(model, targets, weights, settings, opts, start, before, after, held,
                      tick)
         poled = Problem(model, targets, weights, settings, opts, held, poles)
-        plain = Problem(model, targets, weights, settings, opts, held)
-        cuts = target_cuts(Search(model, targets, weights, settings, opts, held))
-        out = swing_to_poles(model, poled, plain, path, start is not None or
-                             before is not None, after is not None, opts.flip_factor, cuts)
+        plain = Search(model, targets, weights, settings, opts, held)  # its problem's
+        out = swing_to_poles(model, poled, plain.problem, path, start is not None or
+                             before is not None, after is not None, opts.flip_factor,
+                             target_cuts(plain))
         if progress is not None:
             progress(1.0)
         return out
@@ -267,9 +267,10 @@ def _between_cuts(model: BatchedKinematics, targets: Array,
         if near.jumps or not (near.converged | far).all():
             free = _plan(model, targets[a:b], weights, settings, opts, None, None, end,
                          part_held, tick, wide, slow, split=False)
-            free.iterations = free.iterations + near.iterations
+            work = free.iterations + near.iterations  # both tries were work
             if _score(model, free) < _score(model, near):
                 near = free
+            near.iterations = work
         parts.append(near)
     q = np.concatenate([p.q for p in parts])
     jumps = jump_frames(frame_steps(model, q, ~model.held), opts.flip_factor)

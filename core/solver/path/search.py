@@ -70,6 +70,7 @@ class Search:
         # the targets' motion: running sums, and per step to the power (spread)
         self._spread_terms: tuple[Array, Array] | None = None
         self._motion: Array | None = None
+        self._steps: tuple[Array, Array] | None = None  # per effector (_effector_steps)
 
     def report(self, fraction: float) -> None:
         """Tell ``progress`` that ``fraction`` of this search is done (never backward)."""
@@ -166,12 +167,15 @@ class Search:
 
     def _effector_steps(self) -> tuple[Array, Array]:
         """Per effector and step between frames (m, F-1): the target's position step
-        over the chain's length scale, and its rotation angle (rad)."""
-        pr = self.problem
-        t_pos, t_rot = pr.rows.pos, pr.rows.rot
-        dp = np.linalg.norm(np.diff(t_pos, axis=-1), axis=1) / pr.scale  # (m, F-1)
-        rel = np.einsum("milk,mjlk->ijmk", t_rot[..., 1:], t_rot[..., :-1])
-        return dp, np.linalg.norm(rotvec(rel), axis=0)
+        over the chain's length scale, and its rotation angle (rad) (worked out once:
+        ``motion`` and ``counted_motion`` share it)."""
+        if self._steps is None:
+            pr = self.problem
+            t_pos, t_rot = pr.rows.pos, pr.rows.rot
+            dp = np.linalg.norm(np.diff(t_pos, axis=-1), axis=1) / pr.scale  # (m, F-1)
+            rel = np.einsum("milk,mjlk->ijmk", t_rot[..., 1:], t_rot[..., :-1])
+            self._steps = (dp, np.linalg.norm(rotvec(rel), axis=0))
+        return self._steps
 
     def counted_motion(self) -> Array:
         """Per effector whose targets count (a position or orientation weight above 0)
