@@ -1,7 +1,8 @@
 """Held-out arm7 clips: the robust engine beside the compiled spec DLS, clip by clip.
 
-``.venv/bin/python bench/held_out.py [--loops 24] [--paths 24] [--cuts 16]`` (about four
-minutes on the 2-core VM; writes bench/results/held_out.md). Not a test: it prints tables.
+``.venv/bin/python bench/held_out.py [--loops 24] [--paths 24] [--cuts 16] [--ramps 8]``
+(about four and a half minutes on the 2-core VM; writes bench/results/held_out.md). Not
+a test: it prints tables.
 
 bench/run.py measures issue 17's per-frame goals on one clip of each kind, seed 2: B
 (2,000 frames) and the 5,000-frame loop (B's kind, every joint a whole number of
@@ -14,7 +15,13 @@ on the next, so here the same kinds of clip on other seeds:
 - paths with cuts: the same paths, seeds 300, 301, ..., each with three stretches of
   5-29 frames held at a random pose within the limits: the targets jump there and back
   (a cut in the clip, as an edit or a re-seat in motion capture makes). Their steps into
-  and out of those stretches are left out of the step ratio (the truth jumps there).
+  and out of those stretches are left out of the step ratio (the truth jumps there);
+- paths ramped out of reach: the same paths, seeds 400, 401, ..., each with its targets
+  moved out from the base to 3x their distance over ten frames from a random frame, held
+  there 60 frames and brought back over ten (a target dragged beyond the arm's reach, as
+  an animator does: tests/fixtures.py's ``arm7_ramped_out``). The truth does not follow
+  the ramp: the steps into the ten frames before it to the ten after are left out of the
+  step ratio, and "converged" counts the frames within reach (``Problem.out_of_reach``).
 
 Each clip is solved by dhik's robust engine (``solver.path.solve_path``, the bake's, one
 call for the clip) and by the compiled spec DLS warm-started frame by frame (run.py's
@@ -60,14 +67,34 @@ def with_cuts(scene: Scene, truth: np.ndarray, seed: int) -> tuple[np.ndarray, l
     return out, cuts
 
 
+def ramped_out(truth: np.ndarray, seed: int) -> tuple[np.ndarray, list[int]]:
+    """Per frame of ``truth`` the factor its target's position is moved out by from the
+    base (tests/fixtures.py's ``arm7_ramped_out``: from a random frame ``a``, out to 3x
+    over ten frames, held there 60 and back over ten), and the frames whose steps are
+    left out of the step ratio (the truth does not follow the ramp): ``a - 10`` to
+    ``a + 89``."""
+    rng = np.random.default_rng(seed)
+    a = int(rng.integers(100, len(truth) - 200))
+    scale = np.ones(len(truth))
+    scale[a:a + 80] = np.r_[np.linspace(1.0, 3.0, 11)[1:], np.full(60, 3.0),
+                            np.linspace(3.0, 1.0, 11)[:-1]]
+    return scale, list(range(a - 10, a + 90))
+
+
 def clip(eng: Engine, spec: DhikCompiled, scene: Scene, truth: np.ndarray,
-         cuts: Sequence[int] = ()) -> dict[str, Any]:  # fmt: skip
+         cuts: Sequence[int] = (), scale: np.ndarray | None = None) -> dict[str, Any]:
     """One clip (``truth``, the joint path (F, 7), rad) solved by both: µs per frame,
-    converged frames of the robust path and its largest step over the truth's, the steps
-    into frames 0, 1 and ``cuts`` left out."""
+    converged frames of the robust path within reach and its largest step over the
+    truth's, the steps into frames 0, 1 and ``cuts`` left out; ``scale`` (F,): each
+    frame's target moved out from the base by that factor (:func:`ramped_out`)."""
+    from dhik.solver.lm import Problem
     from dhik.solver.path import solve_path
 
     targets = [scene.chain.fk(scene.values(x), scene.effector) for x in truth]
+    if scale is not None:
+        for t, k in zip(targets, scale, strict=True):
+            t[:3, 3] *= k
+    far = Problem(eng.model, np.array(targets)[:, None], None, eng.s).out_of_reach()
     t0 = time.perf_counter()
     res = solve_path(eng.model, np.array(targets)[:, None], settings=eng.s)
     robust = time.perf_counter() - t0
@@ -82,7 +109,7 @@ def clip(eng: Engine, spec: DhikCompiled, scene: Scene, truth: np.ndarray,
     steps = np.abs(eng.model.difference(res.q[:-1], res.q[1:])).max(axis=1)[keep[1:]]
     frames = len(truth)
     return {"robust_us": robust / frames * 1e6, "spec_us": spec_s / frames * 1e6,
-            "converged": int(res.converged.sum()), "frames": frames,
+            "converged": int(res.converged[~far].sum()), "frames": int((~far).sum()),
             "ratio": float(steps.max() / true_step), "flips": int((steps > 2 * true_step).sum())}
 
 
@@ -112,6 +139,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--loops", type=int, default=24, help="5,000-frame loops")
     parser.add_argument("--paths", type=int, default=24, help="2,000-frame paths")
     parser.add_argument("--cuts", type=int, default=16, help="2,000-frame paths with cuts")
+    parser.add_argument("--ramps", type=int, default=8,
+                        help="2,000-frame paths whose targets are moved out of reach")
     parser.add_argument("--out", default=str(HERE / "results" / "held_out.md"),
                         help="where the tables are written as markdown ('' for nowhere)")
     args = parser.parse_args(argv)
@@ -130,11 +159,17 @@ def main(argv: list[str] | None = None) -> int:
         "2,000-frame paths with cuts": [
             (s, *with_cuts(scene, scene.trajectory_channels(2000, s), s))
             for s in range(300, 300 + args.cuts)]}
+    ramps = [(s, scene.trajectory_channels(2000, s)) for s in range(400, 400 + args.ramps)]
+    families["2,000-frame paths ramped out of reach"] = [
+        (s, truth, ramped_out(truth, s)) for s, truth in ramps]
     results: dict[str, list[tuple[int, dict[str, Any]]]] = {}
     for name, clips in families.items():
         results[name] = []
         for seed, truth, cuts in clips:
-            row = clip(eng, spec, scene, truth, cuts)
+            scale = None
+            if isinstance(cuts, tuple):  # a ramp: the targets' scale, the frames left out
+                scale, cuts = cuts
+            row = clip(eng, spec, scene, truth, cuts, scale)
             results[name].append((seed, row))
             print(f"{name} seed {seed}: robust {row['robust_us']:.0f} µs, spec "
                   f"{row['spec_us']:.0f} µs a frame, step ratio {row['ratio']:.2f}", flush=True)
@@ -142,8 +177,10 @@ def main(argv: list[str] | None = None) -> int:
              "| clips | count | dhik robust | compiled spec DLS, warm | robust / spec, of "
              "the means | per clip: median / worst | clips with a flip | largest step "
              "ratio | converged |", "|---|---|---|---|---|---|---|---|---|"]
-    lines += [summary(name, [r for _, r in rows]) for name, rows in results.items()]
+    lines += [summary(name, [r for _, r in rows]) for name, rows in results.items() if rows]
     for name, rows in results.items():
+        if not rows:
+            continue
         lines += ["", f"## {name}, clip by clip", "",
                   "| seed | dhik robust µs a frame | spec µs a frame | robust / spec | largest "
                   "step ratio | converged |", "|---|---|---|---|---|---|"]
