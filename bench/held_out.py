@@ -1,7 +1,7 @@
 """Held-out arm7 clips: the robust engine beside the compiled spec DLS, clip by clip.
 
 ``.venv/bin/python bench/held_out.py [--loops 24] [--paths 24] [--cuts 16] [--ramps 8]``
-(about four and a half minutes on the 2-core VM; writes bench/results/held_out.md). Not
+(2-4 minutes on the 2-core VM, with the hour; writes bench/results/held_out.md). Not
 a test: it prints tables.
 
 bench/run.py measures issue 17's per-frame goals on one clip of each kind, seed 2: B
