@@ -124,7 +124,7 @@ def _plan(model: BatchedKinematics, targets: Array,
     cuts = target_cuts(search) if split else np.zeros(0, dtype=np.intp)
     if cuts.size:
         return _between_cuts(model, targets, weights, settings, opts, (start, before, after),
-                             held, progress, wide, slow, cuts)
+                             held, progress, wide, slow, cuts, search.problem.out_of_reach())
     held, first, last = _ends(model, targets, weights, settings, opts, start, before, after,
                               held, None)
 
@@ -231,7 +231,8 @@ def _between_cuts(model: BatchedKinematics, targets: Array,
                   settings: SolverSettings | None, opts: RobustOptions,
                   ends: tuple[ArrayLike | None, ArrayLike | None, ArrayLike | None],
                   held: Array | None, progress: Callable[[float], None] | None,
-                  wide: bool, slow: bool, cuts: NDArray[np.intp]) -> PathResult:  # fmt: skip
+                  wide: bool, slow: bool, cuts: NDArray[np.intp],
+                  far: NDArray[np.bool_]) -> PathResult:  # fmt: skip
     """The clip planned a stretch at a time, cut where its targets jump (``cuts``, the
     first frames of the stretches after the first): no path is continuous across a cut,
     and a search across one chose fast swings before it to shorten the jump (arm7,
@@ -243,8 +244,9 @@ def _between_cuts(model: BatchedKinematics, targets: Array,
     no flip; from their own starts alone, 242 µs, and one stretch (seed 307) swung 2.6x
     the truth's fastest; from the nearest poses with every retry, 3.8x that time.
     ``ends``: ``solve_path``'s ``start``, ``before`` (the first stretch's) and ``after``
-    (the last's); ``held`` (F, n). The cuts are reported as jumps (the targets'
-    doing)."""
+    (the last's); ``held`` (F, n); ``far`` (F,): the frames beyond reach
+    (``Problem.out_of_reach``, frame by frame). The cuts are reported as jumps (the
+    targets' doing)."""
     start, before, after = ends
     f = len(targets)
     bounds = [0, *(int(c) for c in cuts), f]
@@ -263,8 +265,7 @@ def _between_cuts(model: BatchedKinematics, targets: Array,
         # start as well, the better kept
         near = _plan(model, targets[a:b], weights, settings, replace(opts, retries=0), None,
                      parts[-1].q[-1], end, part_held, tick, wide, slow, split=False)
-        far = Problem(model, targets[a:b], weights, settings, opts, part_held).out_of_reach()
-        if near.jumps or not (near.converged | far).all():
+        if near.jumps or not (near.converged | far[a:b]).all():
             free = _plan(model, targets[a:b], weights, settings, opts, None, None, end,
                          part_held, tick, wide, slow, split=False)
             work = free.iterations + near.iterations  # both tries were work
