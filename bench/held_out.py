@@ -67,18 +67,18 @@ def with_cuts(scene: Scene, truth: np.ndarray, seed: int) -> tuple[np.ndarray, l
     return out, cuts
 
 
-def ramped_out(truth: np.ndarray, seed: int) -> tuple[np.ndarray, list[int]]:
-    """Per frame of ``truth`` the factor its target's position is moved out by from the
-    base (tests/fixtures.py's ``arm7_ramped_out``: from a random frame ``a``, out to 3x
-    over ten frames, held there 60 and back over ten), and the frames whose steps are
-    left out of the step ratio (the truth does not follow the ramp): ``a - 10`` to
-    ``a + 89``."""
+def ramped_out(truth: np.ndarray, seed: int) -> tuple[list[int], np.ndarray]:
+    """The frames whose steps are left out of the step ratio (the truth does not follow
+    the ramp): ``a - 10`` to ``a + 89``; and per frame of ``truth`` the factor its
+    target's world position (m) is scaled by about the origin, where arm7's base stands
+    (tests/fixtures.py's ``arm7_ramped_out``: from a random frame ``a``, out to 3x over
+    ten frames, held there 60 and back over ten)."""
     rng = np.random.default_rng(seed)
     a = int(rng.integers(100, len(truth) - 200))
     scale = np.ones(len(truth))
     scale[a:a + 80] = np.r_[np.linspace(1.0, 3.0, 11)[1:], np.full(60, 3.0),
                             np.linspace(3.0, 1.0, 11)[:-1]]
-    return scale, list(range(a - 10, a + 90))
+    return list(range(a - 10, a + 90)), scale
 
 
 def clip(eng: Engine, spec: DhikCompiled, scene: Scene, truth: np.ndarray,
@@ -86,17 +86,17 @@ def clip(eng: Engine, spec: DhikCompiled, scene: Scene, truth: np.ndarray,
     """One clip (``truth``, the joint path (F, 7), rad) solved by both: µs per frame,
     converged frames of the robust path within reach and its largest step over the
     truth's, the steps into frames 0, 1 and ``cuts`` left out; ``scale`` (F,): each
-    frame's target moved out from the base by that factor (:func:`ramped_out`)."""
+    frame's target position scaled by that factor about the world origin
+    (:func:`ramped_out`)."""
     from dhik.solver.lm import Problem
     from dhik.solver.path import solve_path
 
-    targets = [scene.chain.fk(scene.values(x), scene.effector) for x in truth]
+    targets = np.array([scene.chain.fk(scene.values(x), scene.effector) for x in truth])
     if scale is not None:
-        for t, k in zip(targets, scale, strict=True):
-            t[:3, 3] *= k
-    far = Problem(eng.model, np.array(targets)[:, None], None, eng.s).out_of_reach()
+        targets[:, :3, 3] *= scale[:, None]
+    far = Problem(eng.model, targets[:, None], None, eng.s).out_of_reach()
     t0 = time.perf_counter()
-    res = solve_path(eng.model, np.array(targets)[:, None], settings=eng.s)
+    res = solve_path(eng.model, targets[:, None], settings=eng.s)
     robust = time.perf_counter() - t0
     spec.start()
     t0 = time.perf_counter()
@@ -151,24 +151,22 @@ def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
     clip(eng, spec, scene, scene.trajectory_channels(60, SEED_B))  # first calls untimed
     loop_seeds = [s for s in range(1, args.loops + 2) if s != SEED_B][:args.loops]
+    ramps = [(s, scene.trajectory_channels(2000, s)) for s in range(400, 400 + args.ramps)]
+    # per family, per clip: seed, truth, frames left out of the step ratio, target scale
     families = {
-        "5,000-frame loops": [(s, scene.trajectory_channels(5000, s, block=1000), [])
+        "5,000-frame loops": [(s, scene.trajectory_channels(5000, s, block=1000), [], None)
                               for s in loop_seeds],
-        "2,000-frame paths": [(s, scene.trajectory_channels(2000, s), [])
+        "2,000-frame paths": [(s, scene.trajectory_channels(2000, s), [], None)
                               for s in range(200, 200 + args.paths)],
         "2,000-frame paths with cuts": [
-            (s, *with_cuts(scene, scene.trajectory_channels(2000, s), s))
-            for s in range(300, 300 + args.cuts)]}
-    ramps = [(s, scene.trajectory_channels(2000, s)) for s in range(400, 400 + args.ramps)]
-    families["2,000-frame paths ramped out of reach"] = [
-        (s, truth, ramped_out(truth, s)) for s, truth in ramps]
+            (s, *with_cuts(scene, scene.trajectory_channels(2000, s), s), None)
+            for s in range(300, 300 + args.cuts)],
+        "2,000-frame paths ramped out of reach": [
+            (s, truth, *ramped_out(truth, s)) for s, truth in ramps]}
     results: dict[str, list[tuple[int, dict[str, Any]]]] = {}
     for name, clips in families.items():
         results[name] = []
-        for seed, truth, cuts in clips:
-            scale = None
-            if isinstance(cuts, tuple):  # a ramp: the targets' scale, the frames left out
-                scale, cuts = cuts
+        for seed, truth, cuts, scale in clips:
             row = clip(eng, spec, scene, truth, cuts, scale)
             results[name].append((seed, row))
             print(f"{name} seed {seed}: robust {row['robust_us']:.0f} µs, spec "
