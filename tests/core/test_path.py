@@ -494,23 +494,35 @@ def test_a_jump_is_mended_around_it_not_by_planning_the_whole_clip(
     within ``MEND_FRAMES`` of it, from its own poses at either side, and the whole clip
     is not searched again: every frame converged, no jump, no step beyond twice the
     truth's largest, the frames away from the jump as the first pass left them (but for
-    a few its peaks' relaxing moves again). Where the windows would be over a quarter of
-    the clip, the whole clip is planned again at once. (The first pass without
-    ``ladder.HARD``'s raised estimates, which find the path here at once, and without
-    its tracks' quicker stall rule, ``candidates.QUICK_STALL``, whose first pass leaves
-    the jump between poses from which the window's plan does not avoid it: the whole
-    clip is planned again.)"""
+    a few its peaks' relaxing moves again). Where the windows would be over
+    ``MEND_SHARE`` of the clip, the whole clip is planned again at once. (The first
+    pass without ``ladder.HARD``'s raised estimates, which find the path here at once,
+    and without its tracks' quicker stall rule, ``candidates.QUICK_STALL``, whose first
+    pass leaves the jump between poses from which the window's plan does not avoid it:
+    the whole clip is planned again.)"""
     import dhik.solver.path.plan as plan
     from dhik.solver.path import candidates, ladder
 
     width = 2 * plan.MEND_FRAMES + 1  # one jump's window, away from the clip's ends
-    assert plan._windows([500], 4 * width) == [(500 - plan.MEND_FRAMES,
-                                               500 + plan.MEND_FRAMES)]
-    assert plan._windows([500], 4 * width - 1) == []
-    assert plan._windows([500, 520, 900], 4000) == [(500 - plan.MEND_FRAMES,
-                                                     520 + plan.MEND_FRAMES),
-                                                    (900 - plan.MEND_FRAMES,
-                                                     900 + plan.MEND_FRAMES)]
+    fits = int(np.ceil(width / plan.MEND_SHARE))  # the shortest clip it is planned in
+    mid = fits // 2
+
+    def near(frames: int, beyond: tuple[int, ...] = ()) -> np.ndarray:
+        far = np.zeros(frames, dtype=bool)  # frames beyond reach
+        far[list(beyond)] = True
+        return far
+
+    assert plan._windows([mid], near(fits)) == [(mid - plan.MEND_FRAMES,
+                                                 mid + plan.MEND_FRAMES)]
+    assert plan._windows([mid], near(fits - 1)) == []
+    # a window that holds a frame beyond reach is planned apart in a longer clip only
+    assert plan._windows([mid], near(fits, (mid + 1,))) == []
+    long = int(np.ceil(width / plan.MEND_SHARE_FAR))
+    assert plan._windows([mid], near(long, (mid + 1,))) == [(mid - plan.MEND_FRAMES,
+                                                             mid + plan.MEND_FRAMES)]
+    assert plan._windows([500, 520, 900], near(4000)) == [
+        (500 - plan.MEND_FRAMES, 520 + plan.MEND_FRAMES),
+        (900 - plan.MEND_FRAMES, 900 + plan.MEND_FRAMES)]
     model, truth, targets = arm7_path(2000, 10)
     monkeypatch.setattr(ladder, "HARD", np.inf)
     monkeypatch.setattr(candidates, "QUICK_STALL", None)
@@ -519,7 +531,7 @@ def test_a_jump_is_mended_around_it_not_by_planning_the_whole_clip(
     res = solve_path(model, targets)
     first = passes[0]
     assert first.converged.all() and len(first.jumps) == 1
-    (a, b), = plan._windows(first.jumps, 2000)
+    (a, b), = plan._windows(first.jumps, near(2000))
     assert (a, b) == (first.jumps[0] - plan.MEND_FRAMES, first.jumps[0] + plan.MEND_FRAMES)
     assert planned == [2000, b - a + 1]  # the clip, then the window
     assert res.converged.all() and not res.jumps
@@ -536,8 +548,11 @@ def test_a_jump_the_first_retry_leaves_gets_a_denser_one(
     leaves a jump. Its retry, on every column (``plan.WIDE_RETRIES``), finds the
     continuous path: no jump, largest step 1.11x the truth's. With retries on the first
     pass's four columns (and the first pass without ``ladder.HARD``'s raised
-    estimates, which find the path here at once), the first (coarse frames twice as
-    dense) leaves the jump and the second (four times as dense) finds the path (1.23x)."""
+    estimates, which find the path here at once), and the whole clip planned again
+    where the jump's window is over a quarter of it (``plan.MEND_SHARE`` 0.25: its
+    window alone, at twice the density, finds the path), the first (coarse frames twice
+    as dense) leaves the jump and the second (four times as dense) finds the path
+    (1.23x)."""
     import dhik.solver.path.plan as plan
     from dhik.solver.path import ladder
     from dhik.solver.settings import RobustOptions
@@ -549,6 +564,7 @@ def test_a_jump_the_first_retry_leaves_gets_a_denser_one(
         assert largest_step(model, res.q) < 1.5 * largest_step(model, truth)
     monkeypatch.setattr(plan, "WIDE_RETRIES", False)
     monkeypatch.setattr(ladder, "HARD", np.inf)
+    monkeypatch.setattr(plan, "MEND_SHARE", 0.25)
     assert solve_path(model, targets, options=RobustOptions(retries=1)).jumps
     res = solve_path(model, targets)
     assert not res.jumps and largest_step(model, res.q) < 1.5 * largest_step(model, truth)
@@ -558,8 +574,9 @@ def test_a_retry_locks_every_column(monkeypatch: pytest.MonkeyPatch) -> None:
     """arm7, 1,000 frames, seed 137: the first pass (on the four columns best conditioned
     on frame 0, ``free_count``) leaves a fast swing, over twice the truth's largest
     step; its retry locks each of the seven columns in turn (``plan.WIDE_RETRIES``) and
-    finds a path within 1.5x of it. With the retries on the four columns the swing
-    stays (2.16x)."""
+    finds a path within 1.5x of it. With the retries on the four columns and the whole
+    clip planned again (``plan.MEND_SHARE`` 0.25: the swing's window alone, narrow,
+    finds a path within 1.5x) the swing stays (2.16x)."""
     import dhik.solver.path.plan as plan
     from dhik.solver.path.search import Search
 
@@ -583,6 +600,7 @@ def test_a_retry_locks_every_column(monkeypatch: pytest.MonkeyPatch) -> None:
     assert largest_step(model, res.q) < 1.5 * largest_step(model, truth)
     assert locked == [(True, False, 4), (False, True, 7)]
     monkeypatch.setattr(plan, "WIDE_RETRIES", False)
+    monkeypatch.setattr(plan, "MEND_SHARE", 0.25)
     narrow = solve_path(model, targets)
     assert largest_step(model, narrow.q) > 2.0 * largest_step(model, truth)
 

@@ -45,8 +45,9 @@ def test_a_first_pass_stops_slow_tracks_and_its_retries_do_not(
     continuous path (no jump, largest step under twice the truth's). With quick passes
     throughout the jumps stay: the retries' full budget is what finds the path. (With
     ``ladder.SLACK`` or ``ladder.HARD`` on the first pass, or retries on every column,
-    ``plan.WIDE_RETRIES``, or the quick pass's stall rule, ``candidates.QUICK_STALL``, the
-    quick passes find it here too: this is the budget's test, so they are left out.)"""
+    ``plan.WIDE_RETRIES``, or the quick pass's stall rule, ``candidates.QUICK_STALL``, or
+    the jumps' windows planned apart up to half the clip, ``plan.MEND_SHARE``, the quick
+    passes find it here too: this is the budget's test, so they are left out.)"""
     from dhik.solver.path import ladder
 
     model, truth, targets = arm7_path(1000, 12)
@@ -56,6 +57,7 @@ def test_a_first_pass_stops_slow_tracks_and_its_retries_do_not(
         monkeypatch.setattr(ladder, "HARD", np.inf)
         monkeypatch.setattr(plan, "WIDE_RETRIES", False)
         monkeypatch.setattr(candidates, "QUICK_STALL", None)
+        monkeypatch.setattr(plan, "MEND_SHARE", 0.25)
 
     budget_alone()
     budgets = tracking_budgets(monkeypatch)

@@ -35,6 +35,20 @@ Array = NDArray[np.float64]
 
 LANE_FRAMES = 12  # fewest coarse frames per lane
 MEND_FRAMES = 128  # frames on each side of a jump planned again before the whole clip
+# windows together over this share of the clip are not planned apart: the whole clip is
+# planned again at once (a window's plan that leaves its jump costs about its share of a
+# denser pass, before that pass). Half, not a quarter: the retries' windows of held-out
+# arm7 clips (bench/held_out.py, one session) often cover a quarter to a half of a
+# clip, and planning them apart costs less than the whole clip: 2,000-frame paths 181
+# -> 159 µs a frame (p99 706 -> 467), 5,000-frame loops 275 -> 258, paths with cuts
+# 506 -> 455, no flips either way; a third of the clip and the whole gave about the same
+MEND_SHARE = 0.5
+# ... and this share where the windows hold frames beyond reach: there a denser plan of
+# a window that holds a stretch out of reach may throw a frame inside it out and back
+# (its coarse frames there reached by no candidate, their edges free) and still score
+# better, by one frame reached beside the stretch (tests/core/test_out_of_reach.py's
+# ramp: a 3.85 rad step at a window of a third of the clip)
+MEND_SHARE_FAR = 0.25
 # windows that stay rough after their retry are planned again at the next retry's density
 # before the whole clip is (there, at the last retry's): a whole-clip retry costs about
 # three first passes, and the denser windows do as well on most clips that reach it
@@ -72,8 +86,9 @@ def solve_path(model: BatchedKinematics, targets: ArrayLike,
     times, denser each time; once only while frames within reach stay unconverged; the
     first pass is quick, its retries are not: ``candidates.QUICK_BUDGET``) and the
     better answer kept: where the frames within ``MEND_FRAMES`` of the rough and missed
-    ones are a quarter of the clip at most, those frames alone (``_mended``; frames
-    they leave missed are left), then, while frames stay rough, those of the next retry
+    ones are ``MEND_SHARE`` of the clip at most (``MEND_SHARE_FAR`` where they hold
+    frames beyond reach), those frames alone (``_mended``; frames they leave missed are
+    left), then, while frames stay rough, those of the next retry
     (``MEND_AGAIN``), the whole clip only when the last retry's windows leave frames
     rough. Where the targets cut (:func:`target_cuts`), the stretches between the cuts
     are planned apart. Deterministic for a given ``options.seed``.
@@ -169,13 +184,13 @@ def _plan(model: BatchedKinematics, targets: Array,
         stride, motion, lane_frames = max(stride // 2, 1), motion / 2, 2 * lane_frames
         lo, hi = 0.7 + 0.3 * r / opts.retries, 0.7 + 0.3 * (r + 1) / opts.retries
         spots = sorted({*rough, *(int(j) for j in missed)})
-        if _windows(spots, len(targets)):
-            # rough and missed frames alone, in a quarter of the clip at most: the frames
-            # around them
+        if _windows(spots, far):
+            # rough and missed frames alone, in MEND_SHARE of the clip at most
+            # (MEND_SHARE_FAR where they hold frames beyond reach): the frames around them
             cut = lo + 0.25 * (hi - lo)
             tick = None if progress is None else (lambda x, a=lo, b=cut: progress(a + (b - a) * x))
             mended = relaxed(_mended(model, targets, weights, settings, opts, held, best,
-                                     spots, first, last, (stride, motion), tick,
+                                     spots, far, first, last, (stride, motion), tick,
                                      WIDE_RETRIES))
             work = work + mended.iterations - best.iterations  # the windows' passes
             if _score(model, mended) < _score(model, best):
@@ -284,11 +299,12 @@ def _between_cuts(model: BatchedKinematics, targets: Array,
 def _mended(model: BatchedKinematics, targets: Array,
             weights: Sequence[tuple[float, float]] | None, settings: SolverSettings | None,
             opts: RobustOptions, held: Array | None, path: PathResult, rough: list[int],
-            first: Array | None, last: Array | None, coarse: tuple[int, float],
-            progress: Callable[[float], None] | None, wide: bool = False
-            ) -> PathResult:  # fmt: skip
+            far: NDArray[np.bool_], first: Array | None, last: Array | None,
+            coarse: tuple[int, float], progress: Callable[[float], None] | None,
+            wide: bool = False) -> PathResult:  # fmt: skip
     """``path`` with the frames within ``MEND_FRAMES`` of each of its ``rough`` frames
-    (:func:`_rough`, and frames within reach it missed) planned again, coarse frames
+    (:func:`_rough`, and frames within reach it missed; ``far`` (F,): the frames beyond
+    reach, :func:`_windows`) planned again, coarse frames
     ``coarse`` (stride, target motion) apart, from the path's own pose on the frame
     before the window (else ``first``) to the pose its frame after the window leads to
     (else ``last``): a jump or swing that a denser search of its neighbourhood avoids
@@ -299,7 +315,7 @@ def _mended(model: BatchedKinematics, targets: Array,
     q, work = path.q.copy(), path.iterations.copy()
     conv, pe, re = path.converged.copy(), path.position_error.copy(), \
         path.orientation_error.copy()
-    windows = _windows(rough, f)
+    windows = _windows(rough, far)
     sub_opts = replace(opts, retries=0, stride=coarse[0], coarse_motion=coarse[1])
     for i, (a, b) in enumerate(windows):
         tick = None if progress is None else \
@@ -328,11 +344,12 @@ def _rough(model: BatchedKinematics, path: PathResult, far: NDArray[np.bool_]) -
     return sorted(j for j in rough if not (far[j] or far[j - 1]))
 
 
-def _windows(rough: Sequence[int], frames: int) -> list[tuple[int, int]]:
+def _windows(rough: Sequence[int], far: NDArray[np.bool_]) -> list[tuple[int, int]]:
     """The stretches of frames (first, last) within ``MEND_FRAMES`` of the ``rough`` ones,
-    joined where they meet; none where together they are over a quarter of the clip
-    (there the whole clip is planned again at once: a window's plan that leaves its jump
-    costs about its share of a denser pass, before that pass)."""
+    joined where they meet; none where together they are over ``MEND_SHARE`` of the
+    clip, or ``MEND_SHARE_FAR`` where they hold a frame ``far`` (F,) marks beyond reach
+    (there the whole clip is planned again at once)."""
+    frames = len(far)
     out: list[tuple[int, int]] = []
     for j in sorted(rough):
         a, b = max(j - MEND_FRAMES, 0), min(j + MEND_FRAMES, frames - 1)
@@ -340,7 +357,9 @@ def _windows(rough: Sequence[int], frames: int) -> list[tuple[int, int]]:
             out[-1] = (out[-1][0], b)
         else:
             out.append((a, b))
-    return out if 4 * sum(b - a + 1 for a, b in out) <= frames else []
+    held_far = any(far[a:b + 1].any() for a, b in out)
+    share = MEND_SHARE_FAR if held_far else MEND_SHARE
+    return out if sum(b - a + 1 for a, b in out) <= share * frames else []
 
 
 def cheap_path(model: BatchedKinematics, targets: ArrayLike,
