@@ -39,9 +39,9 @@ MEND_FRAMES = 128  # frames on each side of a jump planned again before the whol
 # planned again at once (a window's plan that leaves its jump costs about its share of a
 # denser pass, before that pass). Half, not a quarter: the retries' windows of held-out
 # arm7 clips (bench/held_out.py, one session) often cover a quarter to a half of a
-# clip, and planning them apart costs less than the whole clip: 2,000-frame paths 181
-# -> 159 µs a frame (p99 706 -> 467), 5,000-frame loops 275 -> 258, paths with cuts
-# 506 -> 455, no flips either way; a third of the clip and the whole gave about the same
+# clip, and planning them apart costs less than the whole clip: 2,000-frame paths 178
+# -> 161 µs a frame (p99 689 -> 480), 5,000-frame loops 272 -> 255, paths with cuts
+# 480 -> 448, no flips either way; the whole clip gave about the same (bench/LOG.md)
 MEND_SHARE = 0.5
 # ... and this share where the windows hold frames beyond reach: there a denser plan of
 # a window that holds a stretch out of reach may throw a frame inside it out and back
@@ -88,10 +88,10 @@ def solve_path(model: BatchedKinematics, targets: ArrayLike,
     better answer kept: where the frames within ``MEND_FRAMES`` of the rough and missed
     ones are ``MEND_SHARE`` of the clip at most (``MEND_SHARE_FAR`` where they hold
     frames beyond reach), those frames alone (``_mended``; frames they leave missed are
-    left), then, while frames stay rough, those of the next retry
-    (``MEND_AGAIN``), the whole clip only when the last retry's windows leave frames
-    rough. Where the targets cut (:func:`target_cuts`), the stretches between the cuts
-    are planned apart. Deterministic for a given ``options.seed``.
+    left), then, while frames stay rough, those of the next retry (``MEND_AGAIN``), the
+    whole clip only when the last retry's windows leave frames rough. Where the targets
+    cut (:func:`target_cuts`), the stretches between the cuts are planned apart.
+    Deterministic for a given ``options.seed``.
 
     Where the path starts, coordinates (n,) (rad, m): ``start``, a solution of the first
     frame (the last frame of the part of a trajectory solved before); else, with
@@ -304,13 +304,13 @@ def _mended(model: BatchedKinematics, targets: Array,
             wide: bool = False) -> PathResult:  # fmt: skip
     """``path`` with the frames within ``MEND_FRAMES`` of each of its ``rough`` frames
     (:func:`_rough`, and frames within reach it missed; ``far`` (F,): the frames beyond
-    reach, :func:`_windows`) planned again, coarse frames
-    ``coarse`` (stride, target motion) apart, from the path's own pose on the frame
-    before the window (else ``first``) to the pose its frame after the window leads to
-    (else ``last``): a jump or swing that a denser search of its neighbourhood avoids
-    needs no search of the whole clip again; ``wide``: the windows' passes wide ones
-    (``WIDE_RETRIES``). A new path (its jumps measured again; ``iterations``: the path's
-    and the windows' passes)."""
+    reach, :func:`_windows`) planned again, coarse frames ``coarse`` (stride, target
+    motion) apart, from the path's own pose on the frame before the window (else
+    ``first``) to the pose its frame after the window leads to (else ``last``): a jump
+    or swing that a denser search of its neighbourhood avoids needs no search of the
+    whole clip again; ``wide``: the windows' passes wide ones (``WIDE_RETRIES``). A new
+    path (its jumps measured again; ``iterations``: the path's and the windows'
+    passes)."""
     f = len(targets)
     q, work = path.q.copy(), path.iterations.copy()
     conv, pe, re = path.converged.copy(), path.position_error.copy(), \
