@@ -6,7 +6,9 @@ least-motion path through them (``ladder``), every frame filled (``fill``), its 
 relaxed (``relax``), jumps, steps that stand out of the clip's and frames missed left
 planned again around them or over the whole clip with denser coarse frames; with poles,
 that path is then swung toward them (``swing``). A clip whose targets cut (jump) is
-planned a stretch at a time between the cuts. Frames whose step from the previous frame
+planned a stretch at a time between the cuts; one whose first pass leaves a stretch out of
+reach (``stretches``), a stretch at a time around it, that stretch followed frame by frame
+both ways. Frames whose step from the previous frame
 is still a jump (more than ``flip_factor`` times the median step of the ten frames on
 each side) are reported: no continuous path was found there.
 """
@@ -29,6 +31,7 @@ from .fill import SLOW_STALL_WINDOW
 from .ladder import ladder_path
 from .relax import relax_peaks
 from .search import PathResult, Search, frame_steps, jump_frames, standing_out
+from .stretches import followed_both_ways, followed_from, stretches_out
 from .swing import swing_to_poles
 
 Array = NDArray[np.float64]
@@ -131,8 +134,9 @@ def _plan(model: BatchedKinematics, targets: Array,
     """:func:`solve_path` without poles; ``wide``: its first pass a wide one (a
     retry's window, ``WIDE_RETRIES``); ``slow``: a slow clip's coarse frames farther
     apart (``Search.slow_stride``; not in a retry's window, whose stride a retry
-    halved); ``split``: a clip whose targets cut planned a stretch at a time
-    (:func:`_between_cuts`)."""
+    halved); ``split``: a clip whose targets cut, or whose first pass leaves a stretch
+    out of reach (``stretches.stretches_out``), planned a stretch at a time
+    (:func:`_between_cuts`; its stretches are planned without)."""
     if held is not None:
         held = np.asarray(held, dtype=float).reshape(len(targets), model.n)
     search = Search(model, targets, weights, settings, opts, held)
@@ -173,6 +177,16 @@ def _plan(model: BatchedKinematics, targets: Array,
     best = relaxed(best)
     work = best.iterations
     far = search.problem.out_of_reach()  # frames no pass can converge on
+    stretches = stretches_out(search, best.converged, far) if split else []
+    cuts = np.array(sorted({c for a, b in stretches for c in (a, b + 1)
+                            if 0 < c < len(targets)}), dtype=np.intp)
+    if cuts.size:  # planned a stretch at a time, the stretches out followed
+        tick = None if progress is None else (lambda x: progress(0.7 + 0.3 * x))
+        out = _between_cuts(model, targets, weights, settings, opts, (start, before, after),
+                            held, tick, wide, slow, cuts, far,
+                            frozenset(a for a, _ in stretches), search.motion())
+        out.iterations = out.iterations + work  # the first pass was work too
+        return out
     for r in range(opts.retries):
         rough = _rough(model, best, far)
         missed = np.flatnonzero(~(best.converged | far))  # reachable frames not reached
@@ -247,7 +261,8 @@ def _between_cuts(model: BatchedKinematics, targets: Array,
                   ends: tuple[ArrayLike | None, ArrayLike | None, ArrayLike | None],
                   held: Array | None, progress: Callable[[float], None] | None,
                   wide: bool, slow: bool, cuts: NDArray[np.intp],
-                  far: NDArray[np.bool_]) -> PathResult:  # fmt: skip
+                  far: NDArray[np.bool_], followed: frozenset[int] = frozenset(),
+                  motion: Array | None = None) -> PathResult:  # fmt: skip
     """The clip planned a stretch at a time, cut where its targets jump (``cuts``, the
     first frames of the stretches after the first): no path is continuous across a cut,
     and a search across one chose fast swings before it to shorten the jump (arm7,
@@ -260,12 +275,18 @@ def _between_cuts(model: BatchedKinematics, targets: Array,
     the truth's fastest; from the nearest poses with every retry, 3.8x that time.
     ``ends``: ``solve_path``'s ``start``, ``before`` (the first stretch's) and ``after``
     (the last's); ``held`` (F, n); ``far`` (F,): the frames beyond reach
-    (``Problem.out_of_reach``, frame by frame). The cuts are reported as jumps (the
-    targets' doing)."""
+    (``Problem.out_of_reach``, frame by frame). The stretches that begin at a frame in
+    ``followed`` (after the first) are stretches out of reach (``stretches.py``): not
+    planned, followed from the pose before them and back from the pose after them
+    (joined where the targets move fast: ``motion`` (F-1,), ``Search.motion``); the
+    stretch after one is clean only without a jump or a swing that stands out
+    (``_rough``: it starts from a stretched pose). The cuts are reported as jumps where
+    the path jumps there (the targets' doing)."""
     start, before, after = ends
     f = len(targets)
     bounds = [0, *(int(c) for c in cuts), f]
     parts: list[PathResult] = []
+    stretch: dict[int, Problem] = {}  # the parts followed, by index
     for i, (a, b) in enumerate(zip(bounds[:-1], bounds[1:], strict=True)):
         tick = None if progress is None else \
             (lambda x, a=a, b=b: progress((a + (b - a) * x) / f))
@@ -275,12 +296,18 @@ def _between_cuts(model: BatchedKinematics, targets: Array,
             parts.append(_plan(model, targets[a:b], weights, settings, opts, start, before,
                                end, part_held, tick, wide, slow, split=False))
             continue
+        if a in followed:  # a stretch out of reach: followed from the pose before it
+            stretch[i] = Problem(model, targets[a:b], weights, settings, opts, part_held)
+            parts.append(followed_from(model, stretch[i], parts[-1].q[-1]))
+            continue
         # from the pose nearest the one before the cut, one quick pass; kept where it is
         # clean (no jump, every frame within reach reached), else planned from its own
         # start as well, the better kept
         near = _plan(model, targets[a:b], weights, settings, replace(opts, retries=0), None,
                      parts[-1].q[-1], end, part_held, tick, wide, slow, split=False)
-        if near.jumps or not (near.converged | far[a:b]).all():
+        # after a stretch out of reach, from a stretched pose: its fast swings too
+        rough = _rough(model, near, far[a:b]) if i - 1 in stretch else near.jumps
+        if rough or not (near.converged | far[a:b]).all():
             free = _plan(model, targets[a:b], weights, settings, opts, None, None, end,
                          part_held, tick, wide, slow, split=False)
             work = free.iterations + near.iterations  # both tries were work
@@ -288,6 +315,11 @@ def _between_cuts(model: BatchedKinematics, targets: Array,
                 near = free
             near.iterations = work
         parts.append(near)
+    for i, problem in stretch.items():  # and back from the pose after it
+        if i + 1 < len(parts) and motion is not None:
+            a, b = bounds[i], bounds[i + 1]  # motion[j]: the step into frame j + 1
+            parts[i] = followed_both_ways(model, problem, parts[i - 1].q[-1], parts[i],
+                                          parts[i + 1].q[0], motion[a - 1:b])
     q = np.concatenate([p.q for p in parts])
     jumps = jump_frames(frame_steps(model, q, ~model.held), opts.flip_factor)
     return PathResult(q, np.concatenate([p.converged for p in parts]),

@@ -1,0 +1,118 @@
+"""Stretches a clip's targets leave reach through (a target dragged beyond the chain's
+reach and back): found after a first pass, and followed frame by frame instead of
+searched.
+
+Planned whole, a path anticipated such a stretch: it swung, or jumped hundreds of frames
+before it, to reach the last frames a stretched arm reaches on the way out, and came back
+on a branch it had to leave later (arm7, bench/held_out.py's ramps, seeds 400-447: 28 of
+48 clips with a step over twice the truth's largest outside the ramp, 9 over ten times).
+``plan`` now cuts the clip around each stretch and plans the rest a stretch at a time;
+the stretch itself is followed from the pose before it and from the pose after it, each
+frame solved from the one before (the closest approach), and the two joined where they
+together reach the most frames with the least step between them. Coordinates rad and m.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numpy.typing import NDArray
+
+from ..kinematics import BatchedKinematics
+from ..lm.loop import levenberg_marquardt
+from ..lm.problem import Problem
+from .fill import SLOW_STALL_WINDOW
+from .search import PathResult, Search, pair_steps
+
+Array = NDArray[np.float64]
+
+STRETCH_FRAMES = 5  # unconverged frames in a row, at least, to be a stretch out of reach
+# a step of the targets' motion over this many times the clip's median is fast (arm7's
+# ramps: the steps out to 3x the distance are 10-50 times it)
+STRETCH_FAST = 3.0
+
+
+def stretches_out(search: Search, converged: NDArray[np.bool_],
+                  far: NDArray[np.bool_]) -> list[tuple[int, int]]:
+    """The stretches (first, last frame) of ``STRETCH_FRAMES`` or more frames a first
+    pass left unconverged (``converged`` (F,)) that the targets enter or leave fast (a
+    step of :meth:`~.search.Search.motion` over ``STRETCH_FAST`` times its median) or
+    that hold a frame ``far`` (F,) marks beyond reach, each grown over the fast steps on
+    either side (the way out and back); stretches that meet are one. Other unconverged
+    frames are the search's to reach (its retries)."""
+    frames = len(converged)
+    bad = np.flatnonzero(~converged)
+    if frames < 2 or bad.size == 0:
+        return []
+    move = search.motion()  # per step into frame i + 1
+    fast = move > STRETCH_FAST * float(np.median(move))
+    out: list[tuple[int, int]] = []
+    breaks = np.flatnonzero(np.diff(bad) > 1)
+    for a, b in zip(bad[np.r_[0, breaks + 1]], bad[np.r_[breaks, bad.size - 1]], strict=True):
+        a, b = int(a), int(b)
+        entered = a > 0 and bool(fast[a - 1])
+        left = b + 1 < frames and bool(fast[b])
+        if b - a + 1 < STRETCH_FRAMES or not (entered or left or far[a:b + 1].any()):
+            continue
+        while a > 0 and fast[a - 1]:
+            a -= 1
+        while b + 1 < frames and fast[b]:
+            b += 1
+        if out and a <= out[-1][1] + 1:
+            out[-1] = (out[-1][0], b)
+        else:
+            out.append((a, b))
+    return out
+
+
+def followed_from(model: BatchedKinematics, problem: Problem, pose: Array,
+                  backward: bool = False) -> PathResult:
+    """``problem``'s frames (a stretch) followed from ``pose`` (n,): each frame solved
+    from the one before (the LM to its slow stall rule: the closest approach where it
+    misses), the first from ``pose``; ``backward``: from the last frame to the first.
+    The arm stretches toward targets beyond reach and comes back as they do, in one
+    motion. No jumps are named (the caller measures the whole path's)."""
+    f, m = problem.count, len(model.effectors)
+    q = np.zeros((f, model.n))
+    conv = np.zeros(f, dtype=bool)
+    pe, re = np.zeros((f, m)), np.zeros((f, m))
+    its = np.zeros(f, dtype=np.int64)
+    at = np.asarray(pose, dtype=float)
+    for i in (range(f - 1, -1, -1) if backward else range(f)):
+        res = levenberg_marquardt(model, problem, at[None], problem.settings.max_iterations,
+                                  rows=np.array([i]), stall_window=SLOW_STALL_WINDOW)
+        at = q[i] = res.q[0]
+        conv[i], pe[i], re[i], its[i] = (res.converged[0], res.position_error[0],
+                                          res.orientation_error[0], res.iterations[0])
+    return PathResult(q, conv, pe, re, [], its)
+
+
+def followed_both_ways(model: BatchedKinematics, problem: Problem, before: Array,
+                       ahead: PathResult, after: Array, motion: Array) -> PathResult:
+    """A stretch (``problem``'s frames) followed from ``before`` (``ahead``, from
+    :func:`followed_from`) and back from ``after`` (n,), the poses on either side of it,
+    joined: ``ahead`` up to a frame and the way back from there, where together they
+    reach the most frames and, among those, where the one step between them (or out of
+    ``before``, or into ``after``, at the ends) is the least against the targets' motion
+    there (``motion`` (F + 1,): :meth:`~.search.Search.motion` of the steps into each of
+    the stretch's frames and into the frame after it). So the arm meets the targets
+    coming back into reach from the path after them, and a jump the two ways leave is
+    where the targets move fast, not where they wait beyond reach. The work of both."""
+    back = followed_from(model, problem, after, backward=True)
+    f = len(ahead.q)
+    solved = ~model.held
+    # per frame s (0..f) where the way back takes over: [0, s) ahead's, [s, f) back's
+    missed = np.r_[0, np.cumsum(~ahead.converged)] + \
+        np.r_[np.cumsum((~back.converged)[::-1])[::-1], 0]
+    step = np.zeros(f + 1)
+    step[0] = pair_steps(model, before[None], back.q[:1], solved)[0]
+    step[f] = pair_steps(model, ahead.q[-1:], after[None], solved)[0]
+    if f > 1:
+        step[1:f] = pair_steps(model, ahead.q[:-1], back.q[1:], solved)
+    fewest = np.flatnonzero(missed == missed.min())
+    s = int(fewest[np.argmin(step[fewest] / np.maximum(motion[fewest], 1e-12))])
+    return PathResult(np.concatenate([ahead.q[:s], back.q[s:]]),
+                      np.concatenate([ahead.converged[:s], back.converged[s:]]),
+                      np.concatenate([ahead.position_error[:s], back.position_error[s:]]),
+                      np.concatenate([ahead.orientation_error[:s],
+                                      back.orientation_error[s:]]),
+                      [], ahead.iterations + back.iterations)
