@@ -173,17 +173,24 @@ def arm7_path(frames: int, seed: int) -> tuple[Any, np.ndarray, np.ndarray]:
     return model, truth, model.transforms(truth)
 
 
-def arm7_ramped_out(frames: int, seed: int, first: int) -> tuple[Any, np.ndarray]:
-    """``arm7_path(frames, seed)``'s model and targets (frames, 1, 4, 4) with the targets
-    of frames ``first + 10`` to ``first + 69`` moved out to 3x their distance from the
-    base (out of reach), the ten frames before and after on the way (a ramp out of
-    reach and back, no cut in the clip)."""
-    model, _, targets = arm7_path(frames, seed)
+def arm7_ramped(frames: int, seed: int, first: int
+                ) -> tuple[Any, np.ndarray, np.ndarray]:  # fmt: skip
+    """``arm7_path(frames, seed)``'s model, truth (the joint path, which does not follow
+    the ramp) and targets (frames, 1, 4, 4) with the targets of frames ``first + 10`` to
+    ``first + 69`` moved out to 3x their distance from the base (out of reach), the ten
+    frames before and after on the way (a ramp out of reach and back, no cut)."""
+    model, truth, targets = arm7_path(frames, seed)
     scale = np.ones(frames)
     scale[first:first + 80] = np.r_[np.linspace(1.0, 3.0, 11)[1:], np.full(60, 3.0),
                                     np.linspace(3.0, 1.0, 11)[:-1]]
     targets = targets.copy()
     targets[:, :, :3, 3] *= scale[:, None, None]
+    return model, truth, targets
+
+
+def arm7_ramped_out(frames: int, seed: int, first: int) -> tuple[Any, np.ndarray]:
+    """:func:`arm7_ramped`'s model and targets."""
+    model, _, targets = arm7_ramped(frames, seed, first)
     return model, targets
 
 

@@ -15,7 +15,7 @@ import pytest
 from dhik.solver.lm import Problem
 from dhik.solver.path import plan, solve_path
 from dhik.solver.path.stretches import STRETCH_FRAMES, followed_from, stretches_out
-from fixtures import arm7_path, planned_passes
+from fixtures import arm7_path, arm7_ramped, planned_passes
 
 
 class Moving:
@@ -26,19 +26,6 @@ class Moving:
 
     def motion(self) -> np.ndarray:
         return self.move
-
-
-def ramped(frames: int, seed: int, first: int
-           ) -> tuple[object, np.ndarray, np.ndarray]:  # fmt: skip
-    """``arm7_path(frames, seed)`` (model, truth, targets) with a ramp out of reach over
-    frames ``first`` to ``first + 79``."""
-    model, truth, targets = arm7_path(frames, seed)
-    scale = np.ones(frames)
-    scale[first:first + 80] = np.r_[np.linspace(1.0, 3.0, 11)[1:], np.full(60, 3.0),
-                                    np.linspace(3.0, 1.0, 11)[:-1]]
-    targets = targets.copy()
-    targets[:, :, :3, 3] *= scale[:, None, None]
-    return model, truth, targets
 
 
 def test_a_stretch_entered_fast_is_grown_over_the_way_out_and_back() -> None:
@@ -76,7 +63,7 @@ def test_a_stretch_is_followed_from_the_pose_before_it_in_one_motion() -> None:
     (its target 1.2x as far) within 0.5 rad of that pose, the frames beyond reach
     approached (none converges) with no step over 0.2 rad between them. Followed back
     from the truth's pose on frame 640, the last frames converge again."""
-    model, truth, targets = ramped(1200, 4, 560)
+    model, truth, targets = arm7_ramped(1200, 4, 560)
     problem = Problem(model, targets[560:640], None)
     far = problem.out_of_reach()
     assert far.sum() > 40
@@ -102,7 +89,7 @@ def test_a_target_dragged_out_of_reach_and_back_leaves_no_flip(
     out and back (two steps in a row over 0.5 rad; the closest approach itself may turn
     over once: seed 11, 1.4 rad at frame 589, planned whole too), and the jumps named
     lie on the ramp."""
-    model, truth, targets = ramped(1200, seed, 560)
+    model, truth, targets = arm7_ramped(1200, seed, 560)
     far = Problem(model, targets, None).out_of_reach()
     planned = planned_passes(monkeypatch)
     res = solve_path(model, targets)
