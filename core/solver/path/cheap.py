@@ -1,7 +1,8 @@
 """The cheap pass of a trajectory: coarse frames tracked in order, every frame between
 filled, and the answer kept only where it is plainly continuous. Frames no search
 can reach (beyond the chain's reach, or any frame of a chain with fewer solved columns
-than counted error rows) are approached as closely as the LM gets, not searched.
+than counted error rows that meets none of its targets within reach) are approached as
+closely as the LM gets, not searched.
 
 Coarse frames (``Search.coarse_frames``) are solved after the first (cold,
 ``lm.solve_many``, or the given start): on the first try all at once from the first,
