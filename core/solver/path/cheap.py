@@ -108,7 +108,7 @@ def turned(res: PathResult, work: NDArray[np.int64]) -> PathResult:
 def _plain_steps(search: Search, res: PathResult) -> Array:
     """The steps of ``res`` between frames the LM reached or could reach (rad, m)."""
     steps = frame_steps(search.model, res.q, search.solved)
-    hopeless = ~res.converged & _hopeless(search)
+    hopeless = ~res.converged & _hopeless(search, res.converged)
     return steps[~(hopeless[1:] | hopeless[:-1])]
 
 
@@ -156,15 +156,8 @@ def _cheap_once(search: Search, stride: int, coarse_motion: float, first: Array 
     final = levenberg_marquardt(model, problem, q[idx], 0, rows=idx)
     conv[idx], pe[idx], re[idx] = final.converged, final.position_error, \
         final.orientation_error
-    bad = np.flatnonzero(~conv & ~_hopeless(search))
+    bad = np.flatnonzero(~conv & ~_hopeless(search, conv))
     if bad.size:  # a reachable frame was missed: the search may find it
-        return None
-    if search.redundancy() < 0 and conv.any() and \
-            (~conv & ~search.problem.out_of_reach()).any():
-        # an over-determined chain that meets some targets within reach and misses others:
-        # they may lie on another branch of its solutions, which the search's restarts
-        # find (its targets made from its own poses: 34-311 frames of 600 missed and jumps
-        # of 58-157x the truth's largest step; searched, every frame reached, 1.00x)
         return None
     out = np.flatnonzero(~conv)
     if out.size:  # out of reach: as close as the LM gets, from where the fill left them
@@ -181,7 +174,7 @@ def _cheap_once(search: Search, stride: int, coarse_motion: float, first: Array 
     steps = frame_steps(model, q, search.solved)
     # a jump next to a frame no search can reach is the targets' doing: it is reported;
     # any other jump, or a step that stands out among the reached frames', is not plain
-    hopeless = ~conv & _hopeless(search)
+    hopeless = ~conv & _hopeless(search, conv)
     jumps = jump_frames(steps, search.opts.flip_factor)
     forced = hopeless[jumps] | hopeless[jumps - 1]
     if not forced.all():
@@ -193,13 +186,24 @@ def _cheap_once(search: Search, stride: int, coarse_motion: float, first: Array 
     return path
 
 
-def _hopeless(search: Search) -> NDArray[np.bool_]:
+def _hopeless(search: Search, converged: NDArray[np.bool_] | None = None
+              ) -> NDArray[np.bool_]:  # fmt: skip
     """Per frame: no search can do better than the closest approach, because the target
     lies beyond the chain's reach (``Problem.out_of_reach``) or the chain has fewer
     solved columns than counted error rows (an over-determined chain meets an arbitrary
-    target only by chance: what the LM reaches from its neighbours is the answer)."""
+    target only by chance: what the LM reaches from its neighbours is the answer).
+    With a pass's ``converged`` (F,): an over-determined chain that met some of its
+    targets within reach may meet the others on another branch of its solutions, which
+    the denser try or the search's restarts find, so only the frames beyond reach are
+    (arm7 with four hinges solved and full-pose targets made from its own poses: 289-566
+    of 600 frames met and jumps of 59-157x the truth's largest step; searched, every
+    frame on the truth's path)."""
     far = search.problem.out_of_reach()
-    return np.ones_like(far) if search.redundancy() < 0 else far
+    if search.redundancy() >= 0:
+        return far
+    if converged is not None and converged[~far].any():
+        return far
+    return np.ones_like(far)
 
 
 def _chained(search: Search, idx: NDArray[np.intp], first: Array | None,

@@ -316,7 +316,8 @@ def _between_cuts(model: BatchedKinematics, targets: Array,
             near.iterations = work
         parts.append(near)
     for i, problem in stretch.items():  # and back from the pose after it
-        if i + 1 < len(parts) and motion is not None:
+        if i + 1 < len(parts):
+            assert motion is not None  # given with ``followed``
             a, b = bounds[i], bounds[i + 1]  # motion[j]: the step into frame j + 1
             parts[i] = followed_both_ways(model, problem, parts[i - 1].q[-1], parts[i],
                                           parts[i + 1].q[0], motion[a - 1:b])

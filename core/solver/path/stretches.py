@@ -66,11 +66,12 @@ def stretches_out(search: Search, converged: NDArray[np.bool_],
 
 def followed_from(model: BatchedKinematics, problem: Problem, pose: Array,
                   backward: bool = False) -> PathResult:
-    """``problem``'s frames (a stretch) followed from ``pose`` (n,): each frame solved
-    from the one before (the LM to its slow stall rule: the closest approach where it
-    misses), the first from ``pose``; ``backward``: from the last frame to the first.
-    The arm stretches toward targets beyond reach and comes back as they do, in one
-    motion. No jumps are named (the caller measures the whole path's)."""
+    """``problem``'s frames (a stretch) followed from ``pose`` (n,) (coordinates, rad and
+    m): each frame solved from the one before (the LM to its slow stall rule: the
+    closest approach where it misses), the first from ``pose``; ``backward``: from the
+    last frame to the first. The arm stretches toward targets beyond reach and comes
+    back as they do, in one motion. No jumps are named (the caller measures the whole
+    path's)."""
     f, m = problem.count, len(model.effectors)
     q = np.zeros((f, model.n))
     conv = np.zeros(f, dtype=bool)
@@ -89,14 +90,16 @@ def followed_from(model: BatchedKinematics, problem: Problem, pose: Array,
 def followed_both_ways(model: BatchedKinematics, problem: Problem, before: Array,
                        ahead: PathResult, after: Array, motion: Array) -> PathResult:
     """A stretch (``problem``'s frames) followed from ``before`` (``ahead``, from
-    :func:`followed_from`) and back from ``after`` (n,), the poses on either side of it,
-    joined: ``ahead`` up to a frame and the way back from there, where together they
-    reach the most frames and, among those, where the one step between them (or out of
-    ``before``, or into ``after``, at the ends) is the least against the targets' motion
-    there (``motion`` (F + 1,): :meth:`~.search.Search.motion` of the steps into each of
-    the stretch's frames and into the frame after it). So the arm meets the targets
-    coming back into reach from the path after them, and a jump the two ways leave is
-    where the targets move fast, not where they wait beyond reach. The work of both."""
+    :func:`followed_from`) and back from ``after`` (n,), the poses (coordinates, rad and
+    m) on either side of it, joined: ``ahead`` up to a frame and the way back from
+    there, where together they reach the most frames and, among those, where the one
+    step between them (the largest column's, rad or m; out of ``before`` or into
+    ``after`` at the ends) is the least against the targets' motion there (``motion``
+    (F + 1,): :meth:`~.search.Search.motion` of the steps into each of the stretch's
+    frames and into the frame after it, world positions over the chain's length scale
+    plus turns in rad). So the arm meets the targets coming back into reach from the
+    path after them, and a jump the two ways leave is where the targets move fast, not
+    where they wait beyond reach. The work of both."""
     back = followed_from(model, problem, after, backward=True)
     f = len(ahead.q)
     solved = ~model.held
