@@ -475,7 +475,8 @@ def test_a_swing_that_stands_out_is_planned_again(monkeypatch: pytest.MonkeyPatc
     """A path whose largest step stands out of the clip's (over ``SPIKE`` times their
     upper quartile) is planned again, though no step is out of line with its neighbours
     (no jump): arm7, 600 frames, seed 1, largest step 1.67x the truth's (without the
-    retry, ``SPIKE`` infinite: 2.49x, a flip)."""
+    retry, ``SPIKE`` infinite, and without ``SWING_SPIKE``'s one more plan of its
+    window: 2.49x, a flip)."""
     import dhik.solver.path.plan as plan
 
     model, truth, targets = arm7_path(600, 1)
@@ -483,6 +484,7 @@ def test_a_swing_that_stands_out_is_planned_again(monkeypatch: pytest.MonkeyPatc
     assert res.converged.all() and not res.jumps
     assert largest_step(model, res.q) < 2.0 * largest_step(model, truth)
     monkeypatch.setattr(plan, "SPIKE", float("inf"))
+    monkeypatch.setattr(plan, "SWING_SPIKE", 0.0)
     once = solve_path(model, targets)
     assert once.converged.all() and not once.jumps
     assert largest_step(model, once.q) > 2.0 * largest_step(model, truth)

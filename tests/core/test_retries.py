@@ -103,6 +103,30 @@ def test_frames_missed_beside_a_jump_are_mended_and_windows_planned_again(
     assert largest_step(model, res.q) < 2.0 * largest_step(model, truth)
 
 
+def test_a_swing_short_of_a_retry_has_its_window_planned_once_more(
+        monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    """arm7, 1,000 frames, seed 101: the first pass reaches every frame without a jump,
+    and its largest step is 1.89 times the upper quartile of its steps, under the
+    retries' test (``SPIKE``, 2) but 1.83 times the truth's largest step: a swing along
+    the self-motion. Its window (``MEND_FRAMES`` on either side) is planned once more, at
+    the first retry's density, and the path that keeps is no faster than 1.5 times the
+    truth anywhere. Without it (``SWING_SPIKE`` 0) the swing stays."""
+    model, truth, targets = arm7_path(1000, 101)
+    true_step = largest_step(model, truth)
+    planned = planned_passes(monkeypatch)
+    passes = relaxed_passes(monkeypatch)
+    res = solve_path(model, targets)
+    first = passes[0]
+    assert first.converged.all() and not first.jumps
+    assert largest_step(model, first.q) > 1.8 * true_step
+    assert planned[0] == 1000 and len(planned) == 2 and planned[1] < 1000 // 2
+    assert res.converged.all() and not res.jumps
+    assert largest_step(model, res.q) < 1.5 * true_step
+    monkeypatch.setattr(plan, "SWING_SPIKE", 0.0)
+    left = solve_path(model, targets)
+    assert largest_step(model, left.q) > 1.8 * true_step
+
+
 def test_frames_out_of_reach_are_not_searched_again_but_followed(
         monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
     """arm7, 2,000 frames (seed 7), frames 1,000-1,059 moved 3x as far from the base and
