@@ -607,23 +607,26 @@ def test_a_retry_locks_every_column(monkeypatch: pytest.MonkeyPatch) -> None:
     assert largest_step(model, narrow.q) > 2.0 * largest_step(model, truth)
 
 
-@pytest.mark.parametrize(("seed", "passes"), [(3, 1), (7, 3)])
+@pytest.mark.parametrize(("seed", "passes"), [(3, [60]), (7, [60, 32, 60, 32, 32])])
 def test_frames_out_of_reach_are_not_planned_again(monkeypatch: pytest.MonkeyPatch,
-                                                   seed: int, passes: int) -> None:  # fmt: skip
+                                                   seed: int, passes: list[int]
+                                                   ) -> None:  # fmt: skip
     """arm7, 600 frames, frames 200-259 moved 3x as far from the base (the targets cut
-    into them and out: ``plan.target_cuts``, each stretch planned alone). Seed 3: every
-    one of them lies beyond the arm's reach (``Problem.out_of_reach``), no pass can reach
-    them and the jumps into and out of them are the targets' doing: each stretch is
-    planned once. Seed 7: 29 of them lie within reach but are not reached: their
-    stretch, tried from the pose nearest the one before the cut, is planned from its own
-    start too, with one denser pass, not the two a jump on a clip solved everywhere
-    gets."""
+    into them and out: ``plan.target_cuts``, each stretch planned alone). Seed 3:
+    every one of them lies beyond the arm's reach (``Problem.out_of_reach``), no pass
+    can reach them and the jumps into and out of them are the targets' doing: each
+    stretch is planned once. Seed 7: 29 of them lie within reach but are not reached,
+    28 in a row at the end (232-259, 12 of them beyond reach: a stretch out of reach,
+    followed, the 32 frames before it planned apart): their stretch, tried from the pose
+    nearest the one before the cut, is planned from its own start too, and there the 32
+    frames once more, denser (their first frame missed): one denser pass, not the two
+    a jump on a clip solved everywhere gets."""
     model, _, targets = arm7_path(600, seed)
     targets = targets.copy()
     targets[200:260, :, :3, 3] *= 3.0
     planned = planned_passes(monkeypatch)
     res = solve_path(model, targets)
-    assert planned == [200] + [60] * passes + [340]
+    assert planned == [200, *passes, 340]
     assert res.converged[:200].all() and res.converged[260:].all()
     far = Problem(model, targets, None).out_of_reach()
     assert far[200:260].all() == (seed == 3) and not far[:200].any()

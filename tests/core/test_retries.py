@@ -16,6 +16,7 @@ from dhik.solver.path.search import Search
 from dhik.solver.settings import RobustOptions
 from fixtures import (
     arm7_path,
+    arm7_ramped,
     arm7_ramped_out,
     largest_step,
     planned_passes,
@@ -55,7 +56,8 @@ def test_a_clip_whose_targets_cut_is_planned_a_stretch_at_a_time(
     188-208 and 835-851 and back: the four cuts are found, each stretch between them is
     planned alone (no pass spans a cut: before, the whole clip was planned three times,
     each pass with fast swings before the cuts), each from the solution nearest the pose
-    before its cut, every frame converges, the jumps reported are the cuts, no step
+    before its cut but the last (planned from its own start too, which swings less),
+    every frame converges, the jumps reported are the cuts, no step
     within a stretch is a flip, and the stretches held at one pose stay there."""
     model, truth, targets = with_cuts(2000, 300, [(188, 21), (835, 17)])
     cuts = [188, 209, 835, 852]
@@ -63,7 +65,9 @@ def test_a_clip_whose_targets_cut_is_planned_a_stretch_at_a_time(
     assert plan.target_cuts(search).tolist() == cuts
     planned = planned_passes(monkeypatch)
     res = solve_path(model, targets)
-    assert planned == [188, 21, 626, 17, 1148]  # the stretches, each once
+    # the stretches, each once; the last again from its own start (``_rough``: its
+    # quick pass from the pose before the cut swings faster than the rest of it)
+    assert planned == [188, 21, 626, 17, 1148, 1148]
     assert res.converged.all()
     assert res.jumps == cuts
     bounds = [0, *cuts, 2000]
@@ -73,9 +77,12 @@ def test_a_clip_whose_targets_cut_is_planned_a_stretch_at_a_time(
     for a, b in ((188, 209), (835, 852)):
         assert largest_step(model, res.q[a:b]) < 1e-3
     # each stretch after a cut starts at the solution its first frame's LM reaches from
-    # the pose before the cut (the least motion across it; its quick pass was clean)
+    # the pose before the cut (the least motion across it) where its quick pass was
+    # clean; the last one's swung 1.78x the truth's largest step (a swing that stands
+    # out, ``plan._rough``), and its plan from its own start, 1.05x, is kept
     opts = RobustOptions()
-    for c in cuts:
+    assert largest_step(model, res.q[852:]) < 1.2 * largest_step(model, truth[852:])
+    for c in cuts[:3]:
         near = plan.continued(model, targets[c:c + 1], None, None, opts, res.q[c - 1], 0,
                               None, None)
         assert near is not None and np.allclose(res.q[c], near, atol=1e-12), c
@@ -148,6 +155,48 @@ def test_frames_out_of_reach_are_not_searched_again_but_followed(
     assert planned == [2000, 989, 2000 - 1071]
     missed = np.flatnonzero(~res.converged & ~far)
     assert 0 < missed.size <= 3 and (np.abs(missed - 1030) < 60).all()
+
+
+def test_a_stretch_between_cuts_that_leaves_reach_is_followed(
+        monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    """arm7, 1,200 frames (seed 3): frames 300-319 held at one pose (a cut in and out)
+    and, in the stretch after the cut, frames 710-769 moved 3x as far from the base (a
+    ramp out of reach and back). The stretch between the cuts is planned as a clip
+    without cuts is: its frames out of reach followed (``stretches``), the frames before
+    and after them planned apart. No step outside the cuts and the ramp is over twice
+    the truth's largest (planned whole, the stretch between the cuts swung 54x it at
+    frame 678, reaching for the ramp), and every frame off the ramp is reached (on it,
+    the frames the clip without the cut misses too: 704-718 and 771-775, whose pose is
+    beyond what the arm's reach test rules out)."""
+    from dhik.solver.lm import Problem
+    from dhik.solver.path import stretches
+
+    model, truth, targets = arm7_ramped(1200, 3, 700)
+    truth, targets = truth.copy(), targets.copy()
+    pose = model.lo + np.random.default_rng(3).uniform(0.1, 0.9, model.n) * (
+        model.hi - model.lo)
+    truth[300:320], targets[300:320] = pose, model.transforms(pose[None])
+    search = Search(model, targets, None, None, RobustOptions())
+    assert plan.target_cuts(search).tolist() == [300, 320]
+    followed: list[int] = []
+    inner = stretches.followed_from
+
+    def following(model_: object, problem: object, q: np.ndarray) -> object:
+        followed.append(len(problem.targets))  # type: ignore[attr-defined]
+        return inner(model_, problem, q)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(plan, "followed_from", following)
+    res = solve_path(model, targets)
+    assert followed and all(60 <= f <= 120 for f in followed)  # the ramp's stretch
+    keep = np.ones(1200, dtype=bool)  # per frame: its step in counts
+    keep[[0, 1, 300, 320]] = False
+    keep[690:790] = False
+    true_step = np.abs(np.diff(truth, axis=0)).max(axis=1)[keep[1:]].max()
+    steps = np.abs(model.difference(res.q[:-1], res.q[1:])).max(axis=1)[keep[1:]]
+    assert steps.max() < 2.0 * true_step
+    far = Problem(model, targets, None).out_of_reach()
+    missed = np.flatnonzero(~res.converged & ~far)
+    assert ((missed >= 700) & (missed < 780)).all()  # on the ramp, as without the cut
 
 
 def test_a_cut_is_one_for_every_effector_whose_targets_count() -> None:

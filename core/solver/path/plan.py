@@ -143,13 +143,16 @@ def _plan(model: BatchedKinematics, targets: Array,
           opts: RobustOptions, start: ArrayLike | None, before: ArrayLike | None,
           after: ArrayLike | None, held: ArrayLike | None,
           progress: Callable[[float], None] | None, wide: bool = False,
-          slow: bool = True, split: bool = True) -> PathResult:  # fmt: skip
+          slow: bool = True, split: bool = True, stretched: bool = True
+          ) -> PathResult:  # fmt: skip
     """:func:`solve_path` without poles; ``wide``: its first pass a wide one (a
     retry's window, ``WIDE_RETRIES``); ``slow``: a slow clip's coarse frames farther
     apart (``Search.slow_stride``; not in a retry's window, whose stride a retry
-    halved); ``split``: a clip whose targets cut, or whose first pass leaves a stretch
-    out of reach (``stretches.stretches_out``), planned a stretch at a time
-    (:func:`_between_cuts`; its stretches are planned without)."""
+    halved); ``split``: a clip whose targets cut planned a stretch at a time
+    (:func:`_between_cuts`), and ``stretched``: one whose first pass leaves a stretch
+    out of reach (``stretches.stretches_out``) too. The stretches between target cuts
+    are planned without ``split`` but with their own stretches out of reach followed;
+    those beside a stretch out of reach, with neither."""
     if held is not None:
         held = np.asarray(held, dtype=float).reshape(len(targets), model.n)
     search = Search(model, targets, weights, settings, opts, held)
@@ -190,7 +193,7 @@ def _plan(model: BatchedKinematics, targets: Array,
     best = relaxed(best)
     work = best.iterations
     far = search.problem.out_of_reach()  # frames no pass can converge on
-    stretches = stretches_out(search, best.converged, far) if split else []
+    stretches = stretches_out(search, best.converged, far) if stretched else []
     cuts = np.array(sorted({c for a, b in stretches for c in (a, b + 1)
                             if 0 < c < len(targets)}), dtype=np.intp)
     if cuts.size:  # planned a stretch at a time, the stretches out followed
@@ -291,8 +294,10 @@ def _between_cuts(model: BatchedKinematics, targets: Array,
     bench/held_out.py's 16 paths of 2,000 frames with three cuts each: a flip beside a
     cut in every one, 1,836 µs a frame). A stretch after a cut is tried from the
     solution nearest the pose before it (the least motion across it: a fast move taken
-    for a cut goes on from where it was) in one quick pass, kept where that is clean;
-    else planned from its own start too, the better kept. The 16 paths: 456 µs a frame,
+    for a cut goes on from where it was) in one quick pass, kept where that is clean
+    (no jump, and no swing that stands out: ``_rough``); else planned from its own start
+    too, the better kept (``_score``, the steps beside frames beyond reach left out:
+    the targets force them). The 16 paths: 456 µs a frame,
     no flip; from their own starts alone, 242 µs, and one stretch (seed 307) swung 2.6x
     the truth's fastest; from the nearest poses with every retry, 3.8x that time.
     ``ends``: ``solve_path``'s ``start``, ``before`` (the first stretch's) and ``after``
@@ -300,10 +305,12 @@ def _between_cuts(model: BatchedKinematics, targets: Array,
     (``Problem.out_of_reach``, frame by frame). The stretches that begin at a frame in
     ``followed`` (after the first) are stretches out of reach (``stretches.py``): not
     planned, followed from the pose before them and back from the pose after them
-    (joined where the targets move fast: ``motion`` (F-1,), ``Search.motion``); the
-    stretch after one is clean only without a jump or a swing that stands out
-    (``_rough``: it starts from a stretched pose). The cuts are reported as jumps where
-    the path jumps there (the targets' doing)."""
+    (joined where the targets move fast: ``motion`` (F-1,), ``Search.motion``). The
+    stretches between target cuts have their own stretches out of reach followed so
+    (arm7, 1,200-frame test-generator clips, seeds 1-12, with a cut at frames 300-319
+    and a ramp out of reach at 700: planned whole, 6 flipped, by up to 90x the truth's
+    largest step; now one, by 2.7x, at 20-30 % more time). The cuts are reported as
+    jumps where the path jumps there (the targets' doing)."""
     start, before, after = ends
     f = len(targets)
     bounds = [0, *(int(c) for c in cuts), f]
@@ -316,24 +323,23 @@ def _between_cuts(model: BatchedKinematics, targets: Array,
         end = after if b == f else None
         if i == 0:
             parts.append(_plan(model, targets[a:b], weights, settings, opts, start, before,
-                               end, part_held, tick, wide, slow, split=False))
+                               end, part_held, tick, wide, slow, False, not followed))
             continue
         if a in followed:  # a stretch out of reach: followed from the pose before it
             stretch[i] = Problem(model, targets[a:b], weights, settings, opts, part_held)
             parts.append(followed_from(model, stretch[i], parts[-1].q[-1]))
             continue
         # from the pose nearest the one before the cut, one quick pass; kept where it is
-        # clean (no jump, every frame within reach reached), else planned from its own
-        # start as well, the better kept
+        # clean (no jump or swing that stands out, every frame within reach reached),
+        # else planned from its own start as well, the better kept
         near = _plan(model, targets[a:b], weights, settings, replace(opts, retries=0), None,
-                     parts[-1].q[-1], end, part_held, tick, wide, slow, split=False)
-        # after a stretch out of reach, from a stretched pose: its fast swings too
-        rough = _rough(model, near, far[a:b]) if i - 1 in stretch else near.jumps
+                     parts[-1].q[-1], end, part_held, tick, wide, slow, False, not followed)
+        rough = _rough(model, near, far[a:b])
         if rough or not (near.converged | far[a:b]).all():
             free = _plan(model, targets[a:b], weights, settings, opts, None, None, end,
-                         part_held, tick, wide, slow, split=False)
+                         part_held, tick, wide, slow, False, not followed)
             work = free.iterations + near.iterations  # both tries were work
-            if _score(model, free) < _score(model, near):
+            if _score(model, free, far[a:b]) < _score(model, near, far[a:b]):
                 near = free
             near.iterations = work
         parts.append(near)
@@ -490,9 +496,15 @@ def continued(model: BatchedKinematics, targets: Array,
     return res.q[0] if res.converged[0] else None
 
 
-def _score(model: BatchedKinematics, res: PathResult) -> tuple[int, int, float]:
+def _score(model: BatchedKinematics, res: PathResult,
+           far: NDArray[np.bool_] | None = None) -> tuple[int, int, float]:
     """Worse answers score higher: unconverged frames, then jumps, then the largest step
-    of a solved column."""
+    of a solved column; with ``far`` (F,), the frames beyond reach, jumps into and out
+    of them are not counted (the targets force them), nor steps."""
     steps = frame_steps(model, res.q, ~model.held)
-    return (int(np.count_nonzero(~res.converged)), len(res.jumps),
-            float(np.max(steps, initial=0.0)))
+    jumps = len(res.jumps)
+    if far is not None:
+        beside = far[1:] | far[:-1]  # per step, into frame i + 1
+        jumps = sum(1 for j in res.jumps if not beside[j - 1])
+        steps = steps[~beside]
+    return (int(np.count_nonzero(~res.converged)), jumps, float(np.max(steps, initial=0.0)))
