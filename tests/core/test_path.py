@@ -612,7 +612,7 @@ def test_frames_out_of_reach_are_not_planned_again(monkeypatch: pytest.MonkeyPat
                                                    seed: int, passes: list[int]
                                                    ) -> None:  # fmt: skip
     """arm7, 600 frames, frames 200-259 moved 3x as far from the base (the targets cut
-    into them and out: ``plan.target_cuts``, each stretch planned alone). Seed 3:
+    into them and out: ``stretches.target_cuts``, each stretch planned alone). Seed 3:
     every one of them lies beyond the arm's reach (``Problem.out_of_reach``), no pass
     can reach them and the jumps into and out of them are the targets' doing: each
     stretch is planned once. Seed 7: 29 of them lie within reach but are not reached,

@@ -31,7 +31,7 @@ from .fill import SLOW_STALL_WINDOW
 from .ladder import ladder_path
 from .relax import relax_peaks
 from .search import PathResult, Search, frame_steps, jump_frames, standing_out
-from .stretches import followed_both_ways, followed_from, stretches_out
+from .stretches import followed_both_ways, followed_from, stretches_out, target_cuts
 from .swing import swing_to_poles
 
 Array = NDArray[np.float64]
@@ -251,33 +251,6 @@ def _plan(model: BatchedKinematics, targets: Array,
     if progress is not None:
         progress(1.0)
     return best
-
-
-def target_cuts(search: Search) -> NDArray[np.intp]:
-    """The frames ``search``'s targets jump into (a cut in the clip): for every effector
-    whose targets count, a step of what counts of its target's motion
-    (:meth:`~.search.Search.counted_motion`) of ``coarse_motion`` or more that is also a
-    jump by the joints' rule (over ``flip_factor`` times the median of the ten steps on
-    each side) and over ``flip_factor`` times the clip's own large steps (the 90th
-    percentile of its steps that move at all). So stepped keys are no cuts: every key
-    is such a step, and the path between them is planned as one (arm7, 600 frames, a
-    key every 6 frames: cut there, each stretch planned apart swung the arm 3.8-5.3 rad
-    at a key where the clip planned whole stepped 0.35-0.46). Where one effector's
-    target jumps and another's moves on smoothly (two hands on one solved spine), the
-    clip is not cut: the other hand's path goes on. A position-only target's turn is
-    no cut. Smooth clips have none (arm7, the loops and paths of bench/held_out.py:
-    steps at most 2.3x the clip's median and 1.2x their neighbours')."""
-    opts = search.opts
-    cut: NDArray[np.bool_] | None = None
-    for move in search.counted_motion():
-        here = np.zeros(search.frames, dtype=bool)
-        jumps = jump_frames(move, opts.flip_factor)
-        moving = move[move > 1e-9]
-        large = float(np.percentile(moving, 90)) if moving.size else 0.0
-        step = move[jumps - 1]
-        here[jumps[(step >= opts.coarse_motion) & (step > opts.flip_factor * large)]] = True
-        cut = here if cut is None else cut & here
-    return np.zeros(0, dtype=np.intp) if cut is None else np.flatnonzero(cut)
 
 
 def _between_cuts(model: BatchedKinematics, targets: Array,

@@ -33,7 +33,7 @@ def relax_peaks(model: BatchedKinematics, problem: Problem, path: PathResult,
     """``path`` (of ``problem``'s frames) with its peaks relaxed (module docstring), in
     place; its jumps measured again. Its first and last frames stay, and the frames in
     ``keep`` (F,) (on their poles). A step into one of ``cuts`` (frames the targets jump
-    into, ``plan.target_cuts``) is the targets' doing and no peak: relaxed, it was
+    into, ``stretches.target_cuts``) is the targets' doing and no peak: relaxed, it was
     spread over the frames before it (arm7 with a pole and a cut: steps of 0.07-0.13 rad
     on the six frames before, 2.8x the truth's largest)."""
     q, frames = path.q, len(path.q)

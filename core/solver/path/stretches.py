@@ -1,6 +1,7 @@
-"""Stretches a clip's targets leave reach through (a target dragged beyond the chain's
-reach and back): found after a first pass, and followed frame by frame instead of
-searched.
+"""Where a clip is planned a stretch at a time: the frames its targets cut at
+(:func:`target_cuts`), and the stretches its targets leave reach through (a target
+dragged beyond the chain's reach and back): found after a first pass, and followed frame
+by frame instead of searched.
 
 Planned whole, a path anticipated such a stretch: it swung, or jumped hundreds of frames
 before it, to reach the last frames a stretched arm reaches on the way out, and came back
@@ -21,7 +22,7 @@ from ..kinematics import BatchedKinematics
 from ..lm.loop import levenberg_marquardt
 from ..lm.problem import Problem
 from .fill import SLOW_STALL_WINDOW
-from .search import PathResult, Search, pair_steps
+from .search import PathResult, Search, jump_frames, pair_steps
 
 Array = NDArray[np.float64]
 
@@ -29,6 +30,33 @@ STRETCH_FRAMES = 5  # unconverged frames in a row, at least, to be a stretch out
 # a step of the targets' motion over this many times the clip's median is fast (arm7's
 # ramps: the steps out to 3x the distance are 10-50 times it)
 STRETCH_FAST = 3.0
+
+
+def target_cuts(search: Search) -> NDArray[np.intp]:
+    """The frames ``search``'s targets jump into (a cut in the clip): for every effector
+    whose targets count, a step of what counts of its target's motion
+    (:meth:`~.search.Search.counted_motion`) of ``coarse_motion`` or more that is also a
+    jump by the joints' rule (over ``flip_factor`` times the median of the ten steps on
+    each side) and over ``flip_factor`` times the clip's own large steps (the 90th
+    percentile of its steps that move at all). So stepped keys are no cuts: every key
+    is such a step, and the path between them is planned as one (arm7, 600 frames, a
+    key every 6 frames: cut there, each stretch planned apart swung the arm 3.8-5.3 rad
+    at a key where the clip planned whole stepped 0.35-0.46). Where one effector's
+    target jumps and another's moves on smoothly (two hands on one solved spine), the
+    clip is not cut: the other hand's path goes on. A position-only target's turn is
+    no cut. Smooth clips have none (arm7, the loops and paths of bench/held_out.py:
+    steps at most 2.3x the clip's median and 1.2x their neighbours')."""
+    opts = search.opts
+    cut: NDArray[np.bool_] | None = None
+    for move in search.counted_motion():
+        here = np.zeros(search.frames, dtype=bool)
+        jumps = jump_frames(move, opts.flip_factor)
+        moving = move[move > 1e-9]
+        large = float(np.percentile(moving, 90)) if moving.size else 0.0
+        step = move[jumps - 1]
+        here[jumps[(step >= opts.coarse_motion) & (step > opts.flip_factor * large)]] = True
+        cut = here if cut is None else cut & here
+    return np.zeros(0, dtype=np.intp) if cut is None else np.flatnonzero(cut)
 
 
 def stretches_out(search: Search, converged: NDArray[np.bool_],
