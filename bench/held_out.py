@@ -1,8 +1,8 @@
 """Held-out arm7 clips: the robust engine beside the compiled spec DLS, clip by clip.
 
-``.venv/bin/python bench/held_out.py [--loops 24] [--paths 24] [--cuts 16] [--ramps 8]``
-(2-4 minutes on the 2-core VM, with the hour; writes bench/results/held_out.md). Not
-a test: it prints tables.
+``.venv/bin/python bench/held_out.py [--loops 24] [--paths 24] [--cuts 16] [--ramps 8]
+[--cut-ramps 8]`` (3-5 minutes on the 2-core VM, with the hour; writes
+bench/results/held_out.md). Not a test: it prints tables.
 
 bench/run.py measures issue 17's per-frame goals on one clip of each kind, seed 2: B
 (2,000 frames) and the 5,000-frame loop (B's kind, every joint a whole number of
@@ -22,6 +22,9 @@ on the next, so here the same kinds of clip on other seeds:
   an animator does: tests/fixtures.py's ``arm7_ramped_out``). The truth does not follow
   the ramp: the steps into the ten frames before it to the ten after are left out of the
   step ratio, and "converged" counts the frames within reach (``Problem.out_of_reach``).
+- paths with cuts and a ramp out of reach: seeds 500, 501, ..., both of the above in
+  one clip (the cuts away from the ramp), as an edited clip whose target is also dragged
+  out of reach has.
 
 Each clip is solved by dhik's robust engine (``solver.path.solve_path``, the bake's, one
 call for the clip) and by the compiled spec DLS warm-started frame by frame (run.py's
@@ -65,6 +68,23 @@ def with_cuts(scene: Scene, truth: np.ndarray, seed: int) -> tuple[np.ndarray, l
         out[a:a + length] = lo + rng.uniform(0.1, 0.9, len(lo)) * (hi - lo)
         cuts += [a, a + length]
     return out, cuts
+
+
+def cut_and_ramped(scene: Scene, truth: np.ndarray, seed: int
+                   ) -> tuple[np.ndarray, list[int], np.ndarray]:  # fmt: skip
+    """``truth`` with three held stretches as :func:`with_cuts` makes them, none within
+    40 frames of a ramp out of reach as :func:`ramped_out` makes it: the new truth, the
+    frames left out of the step ratio (the cuts' and the ramp's) and the target scale."""
+    skip, scale = ramped_out(truth, seed)
+    rng = np.random.default_rng(seed)
+    lo, hi = scene.bounds()
+    out, cuts = truth.copy(), []
+    while len(cuts) < 6:
+        a, length = int(rng.integers(100, len(truth) - 100)), int(rng.integers(5, 30))
+        if a + length < skip[0] - 40 or a > skip[-1] + 40:
+            out[a:a + length] = lo + rng.uniform(0.1, 0.9, len(lo)) * (hi - lo)
+            cuts += [a, a + length]
+    return out, [*skip, *cuts], scale
 
 
 def ramped_out(truth: np.ndarray, seed: int) -> tuple[list[int], np.ndarray]:
@@ -141,6 +161,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cuts", type=int, default=16, help="2,000-frame paths with cuts")
     parser.add_argument("--ramps", type=int, default=8,
                         help="2,000-frame paths whose targets are moved out of reach")
+    parser.add_argument("--cut-ramps", type=int, default=8,
+                        help="2,000-frame paths with cuts and a ramp out of reach")
     parser.add_argument("--out", default=str(HERE / "results" / "held_out.md"),
                         help="where the tables are written as markdown ('' for nowhere)")
     args = parser.parse_args(argv)
@@ -162,7 +184,10 @@ def main(argv: list[str] | None = None) -> int:
             (s, *with_cuts(scene, scene.trajectory_channels(2000, s), s), None)
             for s in range(300, 300 + args.cuts)],
         "2,000-frame paths ramped out of reach": [
-            (s, truth, *ramped_out(truth, s)) for s, truth in ramps]}
+            (s, truth, *ramped_out(truth, s)) for s, truth in ramps],
+        "2,000-frame paths with cuts and a ramp out of reach": [
+            (s, *cut_and_ramped(scene, scene.trajectory_channels(2000, s), s))
+            for s in range(500, 500 + args.cut_ramps)]}
     results: dict[str, list[tuple[int, dict[str, Any]]]] = {}
     for name, clips in families.items():
         results[name] = []
