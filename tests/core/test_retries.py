@@ -199,6 +199,34 @@ def test_a_stretch_between_cuts_that_leaves_reach_is_followed(
     assert ((missed >= 700) & (missed < 780)).all()  # on the ramp, as without the cut
 
 
+def test_two_tries_are_compared_without_the_steps_the_targets_force() -> None:
+    """Of a stretch after a cut, the quick pass from the pose before the cut and the plan
+    from its own start are compared by ``plan._score``: misses, then jumps, then the
+    largest step. A step into or out of a frame the targets force (beyond reach, or
+    moved into fast: a ramp's way out) is not counted: there the try that swings where
+    the targets move slowly loses to the one that steps further where they move fast
+    (held_out.py's cut-and-ramp seed 514 kept a swing of 11x the truth's largest step
+    right after its cut, for a step on the ramp's way out 1.2x larger)."""
+    from dhik.solver.path.search import PathResult, frame_steps, jump_frames
+
+    model, truth, _ = arm7_path(600, 1)
+
+    def path(frame: int, step: float) -> PathResult:
+        q = truth.copy()
+        q[frame:, 0] += step  # one column steps ``step`` (rad) more into ``frame``
+        jumps = jump_frames(frame_steps(model, q, ~model.held), 2.5)
+        return PathResult(q, np.ones(600, dtype=bool), np.zeros((600, 1)),
+                          np.zeros((600, 1)), [int(j) for j in jumps],
+                          np.zeros(600, dtype=int))
+
+    swing, ramp = path(100, 0.3), path(400, 0.5)  # a swing; a larger step on the ramp
+    assert swing.jumps == [100] and ramp.jumps == [400]
+    assert plan._score(model, swing) < plan._score(model, ramp)
+    forced = np.zeros(600, dtype=bool)
+    forced[400] = True  # the targets move into frame 400 fast
+    assert plan._score(model, ramp, forced) < plan._score(model, swing, forced)
+
+
 def test_a_cut_is_one_for_every_effector_whose_targets_count() -> None:
     """Two hands on one solved spine (400 frames of a smooth path): the left hand's
     targets jump to another pose for frames 150-179 while the right hand's move on: no

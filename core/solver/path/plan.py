@@ -31,7 +31,13 @@ from .fill import SLOW_STALL_WINDOW
 from .ladder import ladder_path
 from .relax import relax_peaks
 from .search import PathResult, Search, frame_steps, jump_frames, standing_out
-from .stretches import followed_both_ways, followed_from, stretches_out, target_cuts
+from .stretches import (
+    STRETCH_FAST,
+    followed_both_ways,
+    followed_from,
+    stretches_out,
+    target_cuts,
+)
 from .swing import swing_to_poles
 
 Array = NDArray[np.float64]
@@ -159,7 +165,8 @@ def _plan(model: BatchedKinematics, targets: Array,
     cuts = target_cuts(search) if split else np.zeros(0, dtype=np.intp)
     if cuts.size:
         return _between_cuts(model, targets, weights, settings, opts, (start, before, after),
-                             held, progress, wide, slow, cuts, search.problem.out_of_reach())
+                             held, progress, wide, slow, cuts, search.problem.out_of_reach(),
+                             motion=search.motion())
     held, first, last = _ends(model, targets, weights, settings, opts, start, before, after,
                               held, None)
 
@@ -269,8 +276,9 @@ def _between_cuts(model: BatchedKinematics, targets: Array,
     solution nearest the pose before it (the least motion across it: a fast move taken
     for a cut goes on from where it was) in one quick pass, kept where that is clean
     (no jump, and no swing that stands out: ``_rough``); else planned from its own start
-    too, the better kept (``_score``, the steps beside frames beyond reach left out:
-    the targets force them). The 16 paths: 456 µs a frame,
+    too, the better kept (``_score``, the steps beside frames beyond reach, or into or
+    out of a frame the targets move into fast, left out: the targets force them). The
+    16 paths: 456 µs a frame,
     no flip; from their own starts alone, 242 µs, and one stretch (seed 307) swung 2.6x
     the truth's fastest; from the nearest poses with every retry, 3.8x that time.
     ``ends``: ``solve_path``'s ``start``, ``before`` (the first stretch's) and ``after``
@@ -278,7 +286,8 @@ def _between_cuts(model: BatchedKinematics, targets: Array,
     (``Problem.out_of_reach``, frame by frame). The stretches that begin at a frame in
     ``followed`` (after the first) are stretches out of reach (``stretches.py``): not
     planned, followed from the pose before them and back from the pose after them
-    (joined where the targets move fast: ``motion`` (F-1,), ``Search.motion``). The
+    (joined where the targets move fast: ``motion`` (F-1,), ``Search.motion``, the
+    targets' motion per step). The
     stretches between target cuts have their own stretches out of reach followed so
     (arm7, 1,200-frame test-generator clips, seeds 1-12, with a cut at frames 300-319
     and a ramp out of reach at 700: planned whole, 6 flipped, by up to 90x the truth's
@@ -287,6 +296,10 @@ def _between_cuts(model: BatchedKinematics, targets: Array,
     start, before, after = ends
     f = len(targets)
     bounds = [0, *(int(c) for c in cuts), f]
+    # frames the targets move into fast (as a stretch out of reach is grown over them)
+    fast = np.zeros(f, dtype=bool)
+    if motion is not None and motion.size:
+        fast[1:] = motion > STRETCH_FAST * float(np.median(motion))
     parts: list[PathResult] = []
     stretch: dict[int, Problem] = {}  # the parts followed, by index
     for i, (a, b) in enumerate(zip(bounds[:-1], bounds[1:], strict=True)):
@@ -312,7 +325,8 @@ def _between_cuts(model: BatchedKinematics, targets: Array,
             free = _plan(model, targets[a:b], weights, settings, opts, None, None, end,
                          part_held, tick, wide, slow, False, not followed)
             work = free.iterations + near.iterations  # both tries were work
-            if _score(model, free, far[a:b]) < _score(model, near, far[a:b]):
+            forced = far[a:b] | fast[a:b]
+            if _score(model, free, forced) < _score(model, near, forced):
                 near = free
             near.iterations = work
         parts.append(near)
@@ -470,14 +484,14 @@ def continued(model: BatchedKinematics, targets: Array,
 
 
 def _score(model: BatchedKinematics, res: PathResult,
-           far: NDArray[np.bool_] | None = None) -> tuple[int, int, float]:
+           forced: NDArray[np.bool_] | None = None) -> tuple[int, int, float]:
     """Worse answers score higher: unconverged frames, then jumps, then the largest step
-    of a solved column; with ``far`` (F,), the frames beyond reach, jumps into and out
-    of them are not counted (the targets force them), nor steps."""
+    of a solved column; ``forced`` (F,): frames whose steps in and out the targets force
+    (beyond reach, or moved into fast), whose jumps and steps are not counted."""
     steps = frame_steps(model, res.q, ~model.held)
     jumps = len(res.jumps)
-    if far is not None:
-        beside = far[1:] | far[:-1]  # per step, into frame i + 1
+    if forced is not None:
+        beside = forced[1:] | forced[:-1]  # per step, into frame i + 1
         jumps = sum(1 for j in res.jumps if not beside[j - 1])
         steps = steps[~beside]
     return (int(np.count_nonzero(~res.converged)), jumps, float(np.max(steps, initial=0.0)))
