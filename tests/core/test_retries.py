@@ -157,23 +157,28 @@ def test_frames_out_of_reach_are_not_searched_again_but_followed(
     assert 0 < missed.size <= 3 and (np.abs(missed - 1030) < 60).all()
 
 
+@pytest.mark.parametrize("seed", [3, 7])
 def test_a_stretch_between_cuts_that_leaves_reach_is_followed(
-        monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
-    """arm7, 1,200 frames (seed 3): frames 300-319 held at one pose (a cut in and out)
-    and, in the stretch after the cut, frames 710-769 moved 3x as far from the base (a
-    ramp out of reach and back). The stretch between the cuts is planned as a clip
-    without cuts is: its frames out of reach followed (``stretches``), the frames before
-    and after them planned apart. No step outside the cuts and the ramp is over twice
-    the truth's largest (planned whole, the stretch between the cuts swung 54x it at
-    frame 678, reaching for the ramp), and every frame off the ramp is reached (on it,
-    the frames the clip without the cut misses too: 704-718 and 771-775, whose pose is
-    beyond what the arm's reach test rules out)."""
+        monkeypatch: pytest.MonkeyPatch, seed: int) -> None:  # fmt: skip
+    """arm7, 1,200 frames: frames 300-319 held at one pose (a cut in and out) and, in
+    the stretch after the cut, frames 710-769 moved 3x as far from the base (a ramp out
+    of reach and back). The stretch between the cuts is planned as a clip without cuts
+    is: its frames out of reach followed (``stretches``), the frames before and after
+    them planned apart. No step outside the cuts and the ramp is over twice the truth's
+    largest, and every frame off the ramp is reached (on it, seed 3 misses 704-718 and
+    771-775 as the clip without the cut does: their pose is beyond what the arm's reach
+    test rules out). Planned whole, seed 3's stretch between the cuts swung 54x the
+    truth's largest step at frame 678, reaching for the ramp; seed 7's quick pass from
+    the pose nearest the one before the cut moved 2.7x as fast as the truth from the cut
+    to frame 353, and was kept over the plan from its own start while the comparison
+    counted the steps on the ramp's way out (``plan._score`` now leaves out the frames
+    the targets move into fast: without that, 2.71x)."""
     from dhik.solver.lm import Problem
     from dhik.solver.path import stretches
 
-    model, truth, targets = arm7_ramped(1200, 3, 700)
+    model, truth, targets = arm7_ramped(1200, seed, 700)
     truth, targets = truth.copy(), targets.copy()
-    pose = model.lo + np.random.default_rng(3).uniform(0.1, 0.9, model.n) * (
+    pose = model.lo + np.random.default_rng(seed).uniform(0.1, 0.9, model.n) * (
         model.hi - model.lo)
     truth[300:320], targets[300:320] = pose, model.transforms(pose[None])
     search = Search(model, targets, None, None, RobustOptions())
@@ -197,6 +202,29 @@ def test_a_stretch_between_cuts_that_leaves_reach_is_followed(
     far = Problem(model, targets, None).out_of_reach()
     missed = np.flatnonzero(~res.converged & ~far)
     assert ((missed >= 700) & (missed < 780)).all()  # on the ramp, as without the cut
+
+
+def test_a_stretch_after_a_cut_that_moves_fast_throughout_is_rough() -> None:
+    """A stretch after a cut planned from the pose nearest the one before the cut can
+    land on a part of the self-motion that moves fast throughout: held_out.py-style
+    clip 505 (three cuts and a ramp, seeds 500-515 drawn as ``with_cuts`` draws them)
+    moved 2x as fast as the truth for 35 frames after its cut at 477. Nothing in the
+    stretch stands out of its own steps, so ``plan._rough`` counts the steps of the clip
+    before it (``before``) in the quartile: there that stretch stands out, and it is
+    planned from its own start too (that clip: 2.45x -> 1.70x the truth's largest step;
+    16 such clips, 1 flip -> none)."""
+    from dhik.solver.path.search import PathResult
+
+    model, truth, _ = arm7_path(100, 1)
+    q = np.zeros((100, model.n))
+    q[:, 0] = 0.03 * np.arange(100)  # 0.03 rad a frame throughout (rad)
+    path = PathResult(q, np.ones(100, dtype=bool), np.zeros((100, 1)), np.zeros((100, 1)),
+                      [], np.zeros(100, dtype=int))
+    near = np.zeros(100, dtype=bool)
+    assert plan._rough(model, path, near) == []
+    slow = np.full(300, 0.012)  # the clip before the cut: 0.012 rad a frame
+    assert plan._rough(model, path, near, before=slow) == list(range(1, 100))
+    assert plan._rough(model, path, near, before=np.full(300, 0.02)) == []
 
 
 def test_two_tries_are_compared_without_the_steps_the_targets_force() -> None:

@@ -275,7 +275,9 @@ def _between_cuts(model: BatchedKinematics, targets: Array,
     cut in every one, 1,836 µs a frame). A stretch after a cut is tried from the
     solution nearest the pose before it (the least motion across it: a fast move taken
     for a cut goes on from where it was) in one quick pass, kept where that is clean
-    (no jump, and no swing that stands out: ``_rough``); else planned from its own start
+    (no jump, and no swing that stands out of the clip so far: ``_rough``; a stretch
+    that moves twice as fast as the truth throughout stood out of nothing in itself);
+    else planned from its own start
     too, the better kept (``_score``, the steps beside frames beyond reach, or into or
     out of a frame the targets move into fast, left out: the targets force them). The
     16 paths: 456 µs a frame,
@@ -302,6 +304,7 @@ def _between_cuts(model: BatchedKinematics, targets: Array,
         fast[1:] = motion > STRETCH_FAST * float(np.median(motion))
     parts: list[PathResult] = []
     stretch: dict[int, Problem] = {}  # the parts followed, by index
+    seen: list[Array] = []  # the steps of the parts planned so far, beyond reach left out
     for i, (a, b) in enumerate(zip(bounds[:-1], bounds[1:], strict=True)):
         tick = None if progress is None else \
             (lambda x, a=a, b=b: progress((a + (b - a) * x) / f))
@@ -310,17 +313,18 @@ def _between_cuts(model: BatchedKinematics, targets: Array,
         if i == 0:
             parts.append(_plan(model, targets[a:b], weights, settings, opts, start, before,
                                end, part_held, tick, wide, slow, False, not followed))
+            seen.append(_reached_steps(model, parts[-1], far[a:b]))
             continue
         if a in followed:  # a stretch out of reach: followed from the pose before it
             stretch[i] = Problem(model, targets[a:b], weights, settings, opts, part_held)
             parts.append(followed_from(model, stretch[i], parts[-1].q[-1]))
             continue
         # from the pose nearest the one before the cut, one quick pass; kept where it is
-        # clean (no jump or swing that stands out, every frame within reach reached),
-        # else planned from its own start as well, the better kept
+        # clean (no jump or swing that stands out of the clip so far, every frame within
+        # reach reached), else planned from its own start as well, the better kept
         near = _plan(model, targets[a:b], weights, settings, replace(opts, retries=0), None,
                      parts[-1].q[-1], end, part_held, tick, wide, slow, False, not followed)
-        rough = _rough(model, near, far[a:b])
+        rough = _rough(model, near, far[a:b], before=np.concatenate(seen))
         if rough or not (near.converged | far[a:b]).all():
             free = _plan(model, targets[a:b], weights, settings, opts, None, None, end,
                          part_held, tick, wide, slow, False, not followed)
@@ -330,6 +334,7 @@ def _between_cuts(model: BatchedKinematics, targets: Array,
                 near = free
             near.iterations = work
         parts.append(near)
+        seen.append(_reached_steps(model, near, far[a:b]))
     for i, problem in stretch.items():  # and back from the pose after it
         if i + 1 < len(parts):
             assert motion is not None  # given with ``followed``
@@ -396,18 +401,33 @@ def _swings(model: BatchedKinematics, path: PathResult, far: NDArray[np.bool_]
 
 
 def _rough(model: BatchedKinematics, path: PathResult, far: NDArray[np.bool_],
-           spike: float | None = None) -> list[int]:
+           spike: float | None = None, before: Array | None = None) -> list[int]:
     """The frames a retry plans again: ``path``'s jumps, and the frames whose step stands
     out of the clip's (over ``SPIKE`` times the upper quartile of its steps, the cheap
     pass's test): a fast swing along the self-motion that no step to its neighbours
     shows (arm7 full pose, 50 random 2,000-frame paths: 3 that flipped, each with such a
     stretch, up to 2.6x the true largest step; none after the retry). Not a step into or
     out of a frame ``far`` (F,) marks out of reach: the targets force those.
-    ``spike``: instead of ``SPIKE``."""
+    ``spike``: instead of ``SPIKE``; ``before``: the steps of the clip's frames before
+    ``path`` (rad, m), counted in the quartile (a stretch after a cut that moves fast
+    throughout stands out of the clip, not of itself)."""
     steps = frame_steps(model, path.q, ~model.held)
     spike = SPIKE if spike is None else spike
-    rough = set(path.jumps) | {int(j) for j in standing_out(steps, spike)}
+    if before is None or len(before) == 0 or len(steps) <= 3:
+        out = standing_out(steps, spike)
+    else:
+        pool = np.concatenate([before, steps])
+        out = np.flatnonzero(steps > spike * float(np.percentile(pool, 75)) + 1e-4) + 1
+    rough = set(path.jumps) | {int(j) for j in out}
     return sorted(j for j in rough if not (far[j] or far[j - 1]))
+
+
+def _reached_steps(model: BatchedKinematics, path: PathResult, far: NDArray[np.bool_]
+                   ) -> Array:  # fmt: skip
+    """``path``'s steps (rad, m; ``frame_steps``) but those into or out of a frame
+    ``far`` (F,) marks beyond reach."""
+    steps = frame_steps(model, path.q, ~model.held)
+    return steps[~(far[1:] | far[:-1])]
 
 
 def _windows(rough: Sequence[int], far: NDArray[np.bool_]) -> list[tuple[int, int]]:
