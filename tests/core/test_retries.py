@@ -227,14 +227,31 @@ def test_a_stretch_after_a_cut_that_moves_fast_throughout_is_rough() -> None:
     assert plan._rough(model, path, near, before=np.full(300, 0.02)) == []
 
 
+def test_one_large_jump_is_worse_than_two_small_ones() -> None:
+    """arm7, frames 838-1055 of a 1,200-frame clip (seed 1) whose targets were moved out
+    to 3x their distance from the base at 786 and come back within reach over frames
+    856-865 (18-27 here), all of them reachable. The first pass jumps 3.1 rad into frame
+    57; the whole clip's denser retries step 0.2-0.3 rad on the ramp back, which stand out
+    of their neighbours as jumps too. Paths are compared by their motion (steps to the
+    8th power), not by how many jumps they have: the retry is kept (counted as jumps
+    first, one against two, the 3.1 rad jump stayed), every frame reached, the steps
+    after the ramp back within 1.5x the truth's largest."""
+    model, truth, targets = arm7_ramped(1200, 1, 786)
+    part = slice(838, 1056)
+    res = solve_path(model, targets[part])
+    assert res.converged.all()
+    assert largest_step(model, res.q) < 0.5  # the ramp back's own steps (rad)
+    assert largest_step(model, res.q[40:]) < 1.5 * largest_step(model, truth[part][40:])
+
+
 def test_two_tries_are_compared_without_the_steps_the_targets_force() -> None:
     """Of a stretch after a cut, the quick pass from the pose before the cut and the plan
-    from its own start are compared by ``plan._score``: misses, then jumps, then the
-    largest step. A step into or out of a frame the targets force (beyond reach, or
-    moved into fast: a ramp's way out) is not counted: there the try that swings where
-    the targets move slowly loses to the one that steps further where they move fast
-    (held_out.py's cut-and-ramp seed 514 kept a swing of 11x the truth's largest step
-    right after its cut, for a step on the ramp's way out 1.2x larger)."""
+    from its own start are compared by ``plan._score``: misses, then the path's motion
+    (its steps to the 8th power). A step into or out of a frame the targets force
+    (beyond reach, or moved into fast: a ramp's way out) is not counted: there the try
+    that swings where the targets move slowly loses to the one that steps further where
+    they move fast (held_out.py's cut-and-ramp seed 514 kept a swing of 11x the truth's
+    largest step right after its cut, for a step on the ramp's way out 1.2x larger)."""
     from dhik.solver.path.search import PathResult, frame_steps, jump_frames
 
     model, truth, _ = arm7_path(600, 1)
@@ -249,10 +266,10 @@ def test_two_tries_are_compared_without_the_steps_the_targets_force() -> None:
 
     swing, ramp = path(100, 0.3), path(400, 0.5)  # a swing; a larger step on the ramp
     assert swing.jumps == [100] and ramp.jumps == [400]
-    assert plan._score(model, swing) < plan._score(model, ramp)
+    assert plan._score(model, swing, 8.0) < plan._score(model, ramp, 8.0)
     forced = np.zeros(600, dtype=bool)
     forced[400] = True  # the targets move into frame 400 fast
-    assert plan._score(model, ramp, forced) < plan._score(model, swing, forced)
+    assert plan._score(model, ramp, 8.0, forced) < plan._score(model, swing, 8.0, forced)
 
 
 def test_a_cut_is_one_for_every_effector_whose_targets_count() -> None:
