@@ -24,7 +24,7 @@ from dhik.model.joint_space import BatchedModel
 from dhik.model.skeleton import Skeleton
 from dhik.solver.lm import ENGINE_SETTINGS, PoleSet, Problem, pole_points, solve_many
 from dhik.solver.lm import loop as lm_loop
-from dhik.solver.path import PathResult, solve_path
+from dhik.solver.path import PathResult, judge, solve_path
 from fixtures import (
     ARM7,
     arm7_path,
@@ -477,14 +477,12 @@ def test_a_swing_that_stands_out_is_planned_again(monkeypatch: pytest.MonkeyPatc
     (no jump): arm7, 600 frames, seed 1, largest step 1.67x the truth's (without the
     retry, ``SPIKE`` infinite, and without ``SWING_SPIKE``'s one more plan of its
     window: 2.49x, a flip)."""
-    import dhik.solver.path.plan as plan
-
     model, truth, targets = arm7_path(600, 1)
     res = solve_path(model, targets)
     assert res.converged.all() and not res.jumps
     assert largest_step(model, res.q) < 2.0 * largest_step(model, truth)
-    monkeypatch.setattr(plan, "SPIKE", float("inf"))
-    monkeypatch.setattr(plan, "SWING_SPIKE", 0.0)
+    monkeypatch.setattr(judge, "SPIKE", float("inf"))
+    monkeypatch.setattr(judge, "SWING_SPIKE", 0.0)
     once = solve_path(model, targets)
     assert once.converged.all() and not once.jumps
     assert largest_step(model, once.q) > 2.0 * largest_step(model, truth)
@@ -502,11 +500,10 @@ def test_a_jump_is_mended_around_it_not_by_planning_the_whole_clip(
     and without its tracks' quicker stall rule, ``candidates.QUICK_STALL``, whose first
     pass leaves the jump between poses from which the window's plan does not avoid it:
     the whole clip is planned again.)"""
-    import dhik.solver.path.plan as plan
     from dhik.solver.path import candidates, ladder
 
-    width = 2 * plan.MEND_FRAMES + 1  # one jump's window, away from the clip's ends
-    fits = int(np.ceil(width / plan.MEND_SHARE))  # the shortest clip it is planned in
+    width = 2 * judge.MEND_FRAMES + 1  # one jump's window, away from the clip's ends
+    fits = int(np.ceil(width / judge.MEND_SHARE))  # the shortest clip it is planned in
     mid = fits // 2
 
     def near(frames: int, beyond: tuple[int, ...] = ()) -> np.ndarray:
@@ -514,17 +511,17 @@ def test_a_jump_is_mended_around_it_not_by_planning_the_whole_clip(
         far[list(beyond)] = True
         return far
 
-    assert plan._windows([mid], near(fits)) == [(mid - plan.MEND_FRAMES,
-                                                 mid + plan.MEND_FRAMES)]
-    assert plan._windows([mid], near(fits - 1)) == []
+    assert judge.windows([mid], near(fits)) == [(mid - judge.MEND_FRAMES,
+                                                 mid + judge.MEND_FRAMES)]
+    assert judge.windows([mid], near(fits - 1)) == []
     # a window that holds a frame beyond reach is planned apart in a longer clip only
-    assert plan._windows([mid], near(fits, (mid + 1,))) == []
-    long = int(np.ceil(width / plan.MEND_SHARE_FAR))
-    assert plan._windows([mid], near(long, (mid + 1,))) == [(mid - plan.MEND_FRAMES,
-                                                             mid + plan.MEND_FRAMES)]
-    assert plan._windows([500, 520, 900], near(4000)) == [
-        (500 - plan.MEND_FRAMES, 520 + plan.MEND_FRAMES),
-        (900 - plan.MEND_FRAMES, 900 + plan.MEND_FRAMES)]
+    assert judge.windows([mid], near(fits, (mid + 1,))) == []
+    long = int(np.ceil(width / judge.MEND_SHARE_FAR))
+    assert judge.windows([mid], near(long, (mid + 1,))) == [(mid - judge.MEND_FRAMES,
+                                                             mid + judge.MEND_FRAMES)]
+    assert judge.windows([500, 520, 900], near(4000)) == [
+        (500 - judge.MEND_FRAMES, 520 + judge.MEND_FRAMES),
+        (900 - judge.MEND_FRAMES, 900 + judge.MEND_FRAMES)]
     model, truth, targets = arm7_path(2000, 10)
     monkeypatch.setattr(ladder, "HARD", np.inf)
     monkeypatch.setattr(candidates, "QUICK_STALL", None)
@@ -533,8 +530,8 @@ def test_a_jump_is_mended_around_it_not_by_planning_the_whole_clip(
     res = solve_path(model, targets)
     first = passes[0]
     assert first.converged.all() and len(first.jumps) == 1
-    (a, b), = plan._windows(first.jumps, near(2000))
-    assert (a, b) == (first.jumps[0] - plan.MEND_FRAMES, first.jumps[0] + plan.MEND_FRAMES)
+    (a, b), = judge.windows(first.jumps, near(2000))
+    assert (a, b) == (first.jumps[0] - judge.MEND_FRAMES, first.jumps[0] + judge.MEND_FRAMES)
     assert planned == [2000, b - a + 1]  # the clip, then the window
     assert res.converged.all() and not res.jumps
     assert largest_step(model, res.q) < 2.0 * largest_step(model, truth)
@@ -551,7 +548,7 @@ def test_a_jump_the_first_retry_leaves_gets_a_denser_one(
     continuous path: no jump, largest step 1.11x the truth's. With retries on the first
     pass's four columns (and the first pass without ``ladder.HARD``'s raised
     estimates, which find the path here at once), and the whole clip planned again
-    where the jump's window is over a quarter of it (``plan.MEND_SHARE`` 0.25: its
+    where the jump's window is over a quarter of it (``judge.MEND_SHARE`` 0.25: its
     window alone, at twice the density, finds the path), the first (coarse frames twice
     as dense) leaves the jump and the second (four times as dense) finds the path
     (1.23x)."""
@@ -566,7 +563,7 @@ def test_a_jump_the_first_retry_leaves_gets_a_denser_one(
         assert largest_step(model, res.q) < 1.5 * largest_step(model, truth)
     monkeypatch.setattr(plan, "WIDE_RETRIES", False)
     monkeypatch.setattr(ladder, "HARD", np.inf)
-    monkeypatch.setattr(plan, "MEND_SHARE", 0.25)
+    monkeypatch.setattr(judge, "MEND_SHARE", 0.25)
     assert solve_path(model, targets, options=RobustOptions(retries=1)).jumps
     res = solve_path(model, targets)
     assert not res.jumps and largest_step(model, res.q) < 1.5 * largest_step(model, truth)
@@ -577,7 +574,7 @@ def test_a_retry_locks_every_column(monkeypatch: pytest.MonkeyPatch) -> None:
     on frame 0, ``free_count``) leaves a fast swing, over twice the truth's largest
     step; its retry locks each of the seven columns in turn (``plan.WIDE_RETRIES``) and
     finds a path within 1.5x of it. With the retries on the four columns and the whole
-    clip planned again (``plan.MEND_SHARE`` 0.25: the swing's window alone, narrow,
+    clip planned again (``judge.MEND_SHARE`` 0.25: the swing's window alone, narrow,
     finds a path within 1.5x) the swing stays (2.16x)."""
     import dhik.solver.path.plan as plan
     from dhik.solver.path.search import Search
@@ -602,7 +599,7 @@ def test_a_retry_locks_every_column(monkeypatch: pytest.MonkeyPatch) -> None:
     assert largest_step(model, res.q) < 1.5 * largest_step(model, truth)
     assert locked == [(True, False, 4), (False, True, 7)]
     monkeypatch.setattr(plan, "WIDE_RETRIES", False)
-    monkeypatch.setattr(plan, "MEND_SHARE", 0.25)
+    monkeypatch.setattr(judge, "MEND_SHARE", 0.25)
     narrow = solve_path(model, targets)
     assert largest_step(model, narrow.q) > 2.0 * largest_step(model, truth)
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from dhik.solver.path import PathResult, candidates, plan, solve_path
+from dhik.solver.path import PathResult, candidates, judge, plan, solve_path
 from dhik.solver.path.search import Search
 from dhik.solver.settings import RobustOptions
 from fixtures import arm7_path, largest_step, relaxed_passes
@@ -46,7 +46,7 @@ def test_a_first_pass_stops_slow_tracks_and_its_retries_do_not(
     throughout the jumps stay: the retries' full budget is what finds the path. (With
     ``ladder.SLACK`` or ``ladder.HARD`` on the first pass, or retries on every column,
     ``plan.WIDE_RETRIES``, or the quick pass's stall rule, ``candidates.QUICK_STALL``, or
-    the jumps' windows planned apart up to half the clip, ``plan.MEND_SHARE``, the quick
+    the jumps' windows planned apart up to half the clip, ``judge.MEND_SHARE``, the quick
     passes find it here too: this is the budget's test, so they are left out.)"""
     from dhik.solver.path import ladder
 
@@ -57,7 +57,7 @@ def test_a_first_pass_stops_slow_tracks_and_its_retries_do_not(
         monkeypatch.setattr(ladder, "HARD", np.inf)
         monkeypatch.setattr(plan, "WIDE_RETRIES", False)
         monkeypatch.setattr(candidates, "QUICK_STALL", None)
-        monkeypatch.setattr(plan, "MEND_SHARE", 0.25)
+        monkeypatch.setattr(judge, "MEND_SHARE", 0.25)
 
     budget_alone()
     budgets = tracking_budgets(monkeypatch)

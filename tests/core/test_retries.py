@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from dhik.solver.path import plan, solve_path
+from dhik.solver.path import judge, plan, solve_path
 from dhik.solver.path.search import Search
 from dhik.solver.settings import RobustOptions
 from fixtures import (
@@ -79,7 +79,7 @@ def test_a_clip_whose_targets_cut_is_planned_a_stretch_at_a_time(
     # each stretch after a cut starts at the solution its first frame's LM reaches from
     # the pose before the cut (the least motion across it) where its quick pass was
     # clean; the last one's swung 1.78x the truth's largest step (a swing that stands
-    # out, ``plan._rough``), and its plan from its own start, 1.05x, is kept
+    # out, ``judge.rough_frames``), and its plan from its own start, 1.05x, is kept
     opts = RobustOptions()
     assert largest_step(model, res.q[852:]) < 1.2 * largest_step(model, truth[852:])
     for c in cuts[:3]:
@@ -129,7 +129,7 @@ def test_a_swing_short_of_a_retry_has_its_window_planned_once_more(
     assert planned[0] == 1000 and len(planned) == 2 and planned[1] < 1000 // 2
     assert res.converged.all() and not res.jumps
     assert largest_step(model, res.q) < 1.5 * true_step
-    monkeypatch.setattr(plan, "SWING_SPIKE", 0.0)
+    monkeypatch.setattr(judge, "SWING_SPIKE", 0.0)
     left = solve_path(model, targets)
     assert largest_step(model, left.q) > 1.8 * true_step
 
@@ -171,7 +171,7 @@ def test_a_stretch_between_cuts_that_leaves_reach_is_followed(
     truth's largest step at frame 678, reaching for the ramp; seed 7's quick pass from
     the pose nearest the one before the cut moved 2.7x as fast as the truth from the cut
     to frame 353, and was kept over the plan from its own start while the comparison
-    counted the steps on the ramp's way out (``plan._score`` now leaves out the frames
+    counted the steps on the ramp's way out (``judge.score`` now leaves out the frames
     the targets move into fast: without that, 2.71x)."""
     from dhik.solver.lm import Problem
     from dhik.solver.path import stretches
@@ -209,7 +209,7 @@ def test_a_stretch_after_a_cut_that_moves_fast_throughout_is_rough() -> None:
     land on a part of the self-motion that moves fast throughout: held_out.py-style
     clip 505 (three cuts and a ramp, seeds 500-515 drawn as ``with_cuts`` draws them)
     moved 2x as fast as the truth for 35 frames after its cut at 477. Nothing in the
-    stretch stands out of its own steps, so ``plan._rough`` counts the steps of the clip
+    stretch stands out of its own steps, so ``judge.rough_frames`` counts the steps of the clip
     before it (``before``) in the quartile: there that stretch stands out, and it is
     planned from its own start too (that clip: 2.45x -> 1.70x the truth's largest step;
     16 such clips, 1 flip -> none)."""
@@ -221,10 +221,10 @@ def test_a_stretch_after_a_cut_that_moves_fast_throughout_is_rough() -> None:
     path = PathResult(q, np.ones(100, dtype=bool), np.zeros((100, 1)), np.zeros((100, 1)),
                       [], np.zeros(100, dtype=int))
     near = np.zeros(100, dtype=bool)
-    assert plan._rough(model, path, near) == []
+    assert judge.rough_frames(model, path, near) == []
     slow = np.full(300, 0.012)  # the clip before the cut: 0.012 rad a frame
-    assert plan._rough(model, path, near, before=slow) == list(range(1, 100))
-    assert plan._rough(model, path, near, before=np.full(300, 0.02)) == []
+    assert judge.rough_frames(model, path, near, before=slow) == list(range(1, 100))
+    assert judge.rough_frames(model, path, near, before=np.full(300, 0.02)) == []
 
 
 def test_one_large_jump_is_worse_than_two_small_ones() -> None:
@@ -246,7 +246,7 @@ def test_one_large_jump_is_worse_than_two_small_ones() -> None:
 
 def test_two_tries_are_compared_without_the_steps_the_targets_force() -> None:
     """Of a stretch after a cut, the quick pass from the pose before the cut and the plan
-    from its own start are compared by ``plan._score``: misses, then the path's motion
+    from its own start are compared by ``judge.score``: misses, then the path's motion
     (its steps to the 8th power). A step into or out of a frame the targets force
     (beyond reach, or moved into fast: a ramp's way out) is not counted: there the try
     that swings where the targets move slowly loses to the one that steps further where
@@ -266,10 +266,10 @@ def test_two_tries_are_compared_without_the_steps_the_targets_force() -> None:
 
     swing, ramp = path(100, 0.3), path(400, 0.5)  # a swing; a larger step on the ramp
     assert swing.jumps == [100] and ramp.jumps == [400]
-    assert plan._score(model, swing, 8.0) < plan._score(model, ramp, 8.0)
+    assert judge.score(model, swing, 8.0) < judge.score(model, ramp, 8.0)
     forced = np.zeros(600, dtype=bool)
     forced[400] = True  # the targets move into frame 400 fast
-    assert plan._score(model, ramp, 8.0, forced) < plan._score(model, swing, 8.0, forced)
+    assert judge.score(model, ramp, 8.0, forced) < judge.score(model, swing, 8.0, forced)
 
 
 def test_a_cut_is_one_for_every_effector_whose_targets_count() -> None:

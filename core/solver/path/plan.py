@@ -26,11 +26,18 @@ from ..lm.loop import levenberg_marquardt
 from ..lm.poles import PoleSet
 from ..lm.problem import Problem
 from ..settings import RobustOptions, SolverSettings
-from .cheap import SPIKE, cheap_pass
+from .cheap import cheap_pass
 from .fill import SLOW_STALL_WINDOW
+from .judge import (
+    reached_steps,
+    rough_frames,
+    score,
+    swing_frames,
+    windows,
+)
 from .ladder import ladder_path
 from .relax import relax_peaks
-from .search import PathResult, Search, frame_steps, jump_frames, standing_out
+from .search import PathResult, Search, frame_steps, jump_frames
 from .stretches import (
     STRETCH_FAST,
     followed_both_ways,
@@ -43,21 +50,6 @@ from .swing import swing_to_poles
 Array = NDArray[np.float64]
 
 LANE_FRAMES = 12  # fewest coarse frames per lane
-MEND_FRAMES = 128  # frames on each side of a jump planned again before the whole clip
-# windows together over this share of the clip are not planned apart: the whole clip is
-# planned again at once (a window's plan that leaves its jump costs about its share of a
-# denser pass, before that pass). Half, not a quarter: the retries' windows of held-out
-# arm7 clips (bench/held_out.py, one session) often cover a quarter to a half of a
-# clip, and planning them apart costs less than the whole clip: 2,000-frame paths 178
-# -> 161 µs a frame (p99 689 -> 480), 5,000-frame loops 272 -> 255, paths with cuts
-# 480 -> 448, no flips either way; the whole clip gave about the same (bench/LOG.md)
-MEND_SHARE = 0.5
-# ... and this share where the windows hold frames beyond reach: there a denser plan of
-# a window that holds a stretch out of reach may throw a frame inside it out and back
-# (its coarse frames there reached by no candidate, their edges free) and still score
-# better, by one frame reached beside the stretch (tests/core/test_out_of_reach.py's
-# ramp: a 3.85 rad step at a window of a third of the clip)
-MEND_SHARE_FAR = 0.25
 # windows that stay rough after their retry are planned again at the next retry's density
 # before the whole clip is (there, at the last retry's): a whole-clip retry costs about
 # three first passes, and the denser windows do as well on most clips that reach it
@@ -75,17 +67,6 @@ MEND_AGAIN = True
 # 100-147: 1 -> 0 each; the clips that take a retry cost more: 2,000 frames, seeds
 # 200-249, 12 % more LM rows)
 WIDE_RETRIES = True
-# a path solved everywhere without a jump whose steps stand out over this many times the
-# upper quartile of its steps (but not over ``SPIKE``: no retry) has those frames' windows
-# planned once more at the first retry's density, the better path kept (``_swings``): a
-# swing along the self-motion that is no jump, up to 2.26x the truth's largest step
-# (arm7, one run against the path as left: bench/held_out.py's 12 loops, 48 paths, 8
-# paths with cuts and 16 ramps out of reach: largest steps 1.93 -> 1.63, 1.82 -> 1.62,
-# 1.60 -> 1.60, 2.26 -> 1.92, at 12 %, 17 %, 3 % and 3 % more time a frame; the test
-# generator's 1,000 and 2,000-frame clips, seeds 100-147: 1.83 -> 1.68, 2.01 -> 1.91, at
-# 11 % and 9 %; the flip bench, B and the loop take none. As the retries' test, 1.8 cost
-# as much and kept more whole-clip passes: one path 7x its time)
-SWING_SPIKE = 1.8
 
 
 def solve_path(model: BatchedKinematics, targets: ArrayLike,
@@ -101,17 +82,18 @@ def solve_path(model: BatchedKinematics, targets: ArrayLike,
     frame (rad, m; None: the T-pose), which the path keeps and its motion leaves out;
     ``poles`` per frame (:mod:`..lm.poles`). Returns per-frame coordinates, convergence,
     errors, and the frames where no continuous path was found. When a solve leaves
-    jumps, steps that stand out of the clip's (``_rough``) or unconverged frames within
-    reach, it is done again with coarse frames twice as dense (up to ``options.retries``
-    times, denser each time; once only while frames within reach stay unconverged; the
-    first pass is quick, its retries are not: ``candidates.QUICK_BUDGET``) and the
-    better answer kept: where the frames within ``MEND_FRAMES`` of the rough and missed
-    ones are ``MEND_SHARE`` of the clip at most (``MEND_SHARE_FAR`` where they hold
-    frames beyond reach), those frames alone (``_mended``; frames they leave missed are
-    left), then, while frames stay rough, those of the next retry (``MEND_AGAIN``), the
-    whole clip only when the last retry's windows leave frames rough. A path left with
-    no jump but a swing short of rough (``SWING_SPIKE``) has its windows planned once
-    more (``_swings``). Where the targets cut (:func:`target_cuts`), the stretches
+    jumps, steps that stand out of the clip's (``judge.rough_frames``) or unconverged
+    frames within reach, it is done again with coarse frames twice as dense (up to
+    ``options.retries`` times, denser each time; once only while frames within reach
+    stay unconverged; the first pass is quick, its retries are not:
+    ``candidates.QUICK_BUDGET``) and the better answer kept (``judge.score``): where the
+    frames within ``judge.MEND_FRAMES`` of the rough and missed ones are
+    ``judge.MEND_SHARE`` of the clip at most (``MEND_SHARE_FAR`` where they hold frames
+    beyond reach), those frames alone (``_mended``; frames they leave missed are left),
+    then, while frames stay rough, those of the next retry (``MEND_AGAIN``), the whole
+    clip only when the last retry's windows leave frames rough. A path left with no jump
+    but a swing short of rough (``judge.SWING_SPIKE``) has its windows planned once more
+    (``judge.swing_frames``). Where the targets cut (:func:`target_cuts`), the stretches
     between the cuts are planned apart.
     Deterministic for a given ``options.seed``.
 
@@ -211,7 +193,7 @@ def _plan(model: BatchedKinematics, targets: Array,
         out.iterations = out.iterations + work  # the first pass was work too
         return out
     for r in range(opts.retries):
-        rough = _rough(model, best, far)
+        rough = rough_frames(model, best, far)
         missed = np.flatnonzero(~(best.converged | far))  # reachable frames not reached
         # missed frames get one denser pass (a second one seldom reaches them, and a clip
         # whose targets leave the chain's workspace would pay it in full); jumps and
@@ -221,7 +203,7 @@ def _plan(model: BatchedKinematics, targets: Array,
         stride, motion, lane_frames = max(stride // 2, 1), motion / 2, 2 * lane_frames
         lo, hi = 0.7 + 0.3 * r / opts.retries, 0.7 + 0.3 * (r + 1) / opts.retries
         spots = sorted({*rough, *(int(j) for j in missed)})
-        if _windows(spots, far):
+        if windows(spots, far):
             # rough and missed frames alone, in MEND_SHARE of the clip at most
             # (MEND_SHARE_FAR where they hold frames beyond reach): the frames around them
             cut = lo + 0.25 * (hi - lo)
@@ -230,7 +212,7 @@ def _plan(model: BatchedKinematics, targets: Array,
                                      spots, far, first, last, (stride, motion), tick,
                                      WIDE_RETRIES))
             work = work + mended.iterations - best.iterations  # the windows' passes
-            if _score(model, mended, opts.power) < _score(model, best, opts.power):
+            if score(model, mended, opts.power) < score(model, best, opts.power):
                 best = mended
             if not (best.converged | far).all():
                 # frames the windows' denser search did not reach: the whole clip's, as
@@ -238,21 +220,21 @@ def _plan(model: BatchedKinematics, targets: Array,
                 break
             # solved, or only rough with a retry left: its windows, denser, before the
             # whole clip (``MEND_AGAIN``)
-            if not _rough(model, best, far) or (MEND_AGAIN and r + 1 < opts.retries):
+            if not rough_frames(model, best, far) or (MEND_AGAIN and r + 1 < opts.retries):
                 continue
             lo = cut
         again = relaxed(one_pass(stride, motion, lane_frames, (lo, hi), wide=WIDE_RETRIES))
         work = work + again.iterations  # the pass not kept was work too
-        if _score(model, again, opts.power) < _score(model, best, opts.power):
+        if score(model, again, opts.power) < score(model, best, opts.power):
             best = again
-    swings = _swings(model, best, far) if opts.retries > 0 else []
+    swings = swing_frames(model, best, far) if opts.retries > 0 else []
     if swings:  # at the first retry's density
         every = search.slow_stride(opts.stride, opts.coarse_motion) if slow else opts.stride
         coarse = (max(every // 2, 1), opts.coarse_motion / 2)
         swung = relaxed(_mended(model, targets, weights, settings, opts, held, best, swings,
                                 far, first, last, coarse, None, WIDE_RETRIES))
         work = work + swung.iterations - best.iterations
-        if _score(model, swung, opts.power) < _score(model, best, opts.power):
+        if score(model, swung, opts.power) < score(model, best, opts.power):
             best = swung
     best.iterations = work
     if progress is not None:
@@ -275,12 +257,11 @@ def _between_cuts(model: BatchedKinematics, targets: Array,
     cut in every one, 1,836 µs a frame). A stretch after a cut is tried from the
     solution nearest the pose before it (the least motion across it: a fast move taken
     for a cut goes on from where it was) in one quick pass, kept where that is clean
-    (no jump, and no swing that stands out of the clip so far: ``_rough``; a stretch
-    that moves twice as fast as the truth throughout stood out of nothing in itself);
-    else planned from its own start
-    too, the better kept (``_score``, the steps beside frames beyond reach, or into or
-    out of a frame the targets move into fast, left out: the targets force them). The
-    16 paths: 456 µs a frame,
+    (no jump, and no swing that stands out of the clip so far: ``judge.rough_frames``;
+    a stretch that moves twice as fast as the truth throughout stood out of nothing in
+    itself); else planned from its own start too, the better kept (``judge.score``, the
+    steps beside frames beyond reach, or into or out of a frame the targets move into
+    fast, left out: the targets force them). The 16 paths: 456 µs a frame,
     no flip; from their own starts alone, 242 µs, and one stretch (seed 307) swung 2.6x
     the truth's fastest; from the nearest poses with every retry, 3.8x that time.
     ``ends``: ``solve_path``'s ``start``, ``before`` (the first stretch's) and ``after``
@@ -313,7 +294,7 @@ def _between_cuts(model: BatchedKinematics, targets: Array,
         if i == 0:
             parts.append(_plan(model, targets[a:b], weights, settings, opts, start, before,
                                end, part_held, tick, wide, slow, False, not followed))
-            seen.append(_reached_steps(model, parts[-1], far[a:b]))
+            seen.append(reached_steps(model, parts[-1], far[a:b]))
             continue
         if a in followed:  # a stretch out of reach: followed from the pose before it
             stretch[i] = Problem(model, targets[a:b], weights, settings, opts, part_held)
@@ -324,17 +305,17 @@ def _between_cuts(model: BatchedKinematics, targets: Array,
         # reach reached), else planned from its own start as well, the better kept
         near = _plan(model, targets[a:b], weights, settings, replace(opts, retries=0), None,
                      parts[-1].q[-1], end, part_held, tick, wide, slow, False, not followed)
-        rough = _rough(model, near, far[a:b], before=np.concatenate(seen))
+        rough = rough_frames(model, near, far[a:b], before=np.concatenate(seen))
         if rough or not (near.converged | far[a:b]).all():
             free = _plan(model, targets[a:b], weights, settings, opts, None, None, end,
                          part_held, tick, wide, slow, False, not followed)
             work = free.iterations + near.iterations  # both tries were work
             forced = far[a:b] | fast[a:b]
-            if _score(model, free, opts.power, forced) < _score(model, near, opts.power, forced):
+            if score(model, free, opts.power, forced) < score(model, near, opts.power, forced):
                 near = free
             near.iterations = work
         parts.append(near)
-        seen.append(_reached_steps(model, near, far[a:b]))
+        seen.append(reached_steps(model, near, far[a:b]))
     for i, problem in stretch.items():  # and back from the pose after it
         if i + 1 < len(parts):
             assert motion is not None  # given with ``followed``
@@ -355,24 +336,24 @@ def _mended(model: BatchedKinematics, targets: Array,
             far: NDArray[np.bool_], first: Array | None, last: Array | None,
             coarse: tuple[int, float], progress: Callable[[float], None] | None,
             wide: bool = False) -> PathResult:  # fmt: skip
-    """``path`` with the frames within ``MEND_FRAMES`` of each of its ``rough`` frames
-    (:func:`_rough`, and frames within reach it missed; ``far`` (F,): the frames beyond
-    reach, :func:`_windows`) planned again, coarse frames ``coarse`` (stride, target
-    motion) apart, from the path's own pose on the frame before the window (else
-    ``first``) to the pose its frame after the window leads to (else ``last``): a jump
-    or swing that a denser search of its neighbourhood avoids needs no search of the
-    whole clip again; ``wide``: the windows' passes wide ones (``WIDE_RETRIES``). A new
-    path (its jumps measured again; ``iterations``: the path's and the windows'
-    passes)."""
+    """``path`` with the frames within ``judge.MEND_FRAMES`` of each of its ``rough``
+    frames (``judge.rough_frames``, and frames within reach it missed; ``far`` (F,): the
+    frames beyond reach, ``judge.windows``) planned again, coarse frames ``coarse``
+    (stride, target motion) apart, from the path's own pose on the frame before the
+    window (else ``first``) to the pose its frame after the window leads to (else
+    ``last``): a jump or swing that a denser search of its neighbourhood avoids needs no
+    search of the whole clip again; ``wide``: the windows' passes wide ones
+    (``WIDE_RETRIES``). A new path (its jumps measured again; ``iterations``: the path's
+    and the windows' passes)."""
     f = len(targets)
     q, work = path.q.copy(), path.iterations.copy()
     conv, pe, re = path.converged.copy(), path.position_error.copy(), \
         path.orientation_error.copy()
-    windows = _windows(rough, far)
+    spans = windows(rough, far)
     sub_opts = replace(opts, retries=0, stride=coarse[0], coarse_motion=coarse[1])
-    for i, (a, b) in enumerate(windows):
+    for i, (a, b) in enumerate(spans):
         tick = None if progress is None else \
-            (lambda x, i=i: progress((i + x) / len(windows)))
+            (lambda x, i=i: progress((i + x) / len(spans)))
         start = q[a] if a > 0 else first
         after = q[b + 1] if b + 1 < f else last
         part = slice(a, b + 1)
@@ -383,69 +364,6 @@ def _mended(model: BatchedKinematics, targets: Array,
         work[part] += sub.iterations
     jumps = jump_frames(frame_steps(model, q, ~model.held), opts.flip_factor)
     return PathResult(q, conv, pe, re, [int(j) for j in jumps], work)
-
-
-def _swings(model: BatchedKinematics, path: PathResult, far: NDArray[np.bool_]
-            ) -> list[int]:  # fmt: skip
-    """The frames of ``path`` (solved wherever reachable, none ``_rough``) whose steps
-    stand out over ``SWING_SPIKE`` times the upper quartile of its steps, for one more
-    plan of their windows; none where there are too many to mend in windows
-    (``_windows``; ``far`` (F,): the frames beyond reach). A swing the retries' test
-    (``SPIKE``) lets pass can still move a joint over twice as fast as the targets
-    need: bench/held_out.py's ramp seed 404 before its ramp, frames 560-920 on another part of the
-    self-motion, 2.0 rad from the truth, 2.26x its largest step."""
-    if not SWING_SPIKE or not (path.converged | far).all() or _rough(model, path, far):
-        return []
-    swings = _rough(model, path, far, SWING_SPIKE)
-    return swings if _windows(swings, far) else []
-
-
-def _rough(model: BatchedKinematics, path: PathResult, far: NDArray[np.bool_],
-           spike: float | None = None, before: Array | None = None) -> list[int]:
-    """The frames a retry plans again: ``path``'s jumps, and the frames whose step stands
-    out of the clip's (over ``SPIKE`` times the upper quartile of its steps, the cheap
-    pass's test): a fast swing along the self-motion that no step to its neighbours
-    shows (arm7 full pose, 50 random 2,000-frame paths: 3 that flipped, each with such a
-    stretch, up to 2.6x the true largest step; none after the retry). Not a step into or
-    out of a frame ``far`` (F,) marks out of reach: the targets force those.
-    ``spike``: instead of ``SPIKE``; ``before``: the steps of the clip's frames before
-    ``path`` (rad, m), counted in the quartile (a stretch after a cut that moves fast
-    throughout stands out of the clip, not of itself)."""
-    steps = frame_steps(model, path.q, ~model.held)
-    spike = SPIKE if spike is None else spike
-    if before is None or len(before) == 0 or len(steps) <= 3:
-        out = standing_out(steps, spike)
-    else:
-        pool = np.concatenate([before, steps])
-        out = np.flatnonzero(steps > spike * float(np.percentile(pool, 75)) + 1e-4) + 1
-    rough = set(path.jumps) | {int(j) for j in out}
-    return sorted(j for j in rough if not (far[j] or far[j - 1]))
-
-
-def _reached_steps(model: BatchedKinematics, path: PathResult, far: NDArray[np.bool_]
-                   ) -> Array:  # fmt: skip
-    """``path``'s steps (rad, m; ``frame_steps``) but those into or out of a frame
-    ``far`` (F,) marks beyond reach."""
-    steps = frame_steps(model, path.q, ~model.held)
-    return steps[~(far[1:] | far[:-1])]
-
-
-def _windows(rough: Sequence[int], far: NDArray[np.bool_]) -> list[tuple[int, int]]:
-    """The stretches of frames (first, last) within ``MEND_FRAMES`` of the ``rough`` ones,
-    joined where they meet; none where together they are over ``MEND_SHARE`` of the
-    clip, or ``MEND_SHARE_FAR`` where they hold a frame ``far`` (F,) marks beyond reach
-    (there the whole clip is planned again at once)."""
-    frames = len(far)
-    out: list[tuple[int, int]] = []
-    for j in sorted(rough):
-        a, b = max(j - MEND_FRAMES, 0), min(j + MEND_FRAMES, frames - 1)
-        if out and a <= out[-1][1] + 1:
-            out[-1] = (out[-1][0], b)
-        else:
-            out.append((a, b))
-    held_far = any(far[a:b + 1].any() for a, b in out)
-    share = MEND_SHARE_FAR if held_far else MEND_SHARE
-    return out if sum(b - a + 1 for a, b in out) <= share * frames else []
 
 
 def cheap_path(model: BatchedKinematics, targets: ArrayLike,
@@ -501,18 +419,3 @@ def continued(model: BatchedKinematics, targets: Array,
     res = levenberg_marquardt(model, problem, near, problem.settings.max_iterations,
                               pull=near, stall_window=SLOW_STALL_WINDOW)
     return res.q[0] if res.converged[0] else None
-
-
-def _score(model: BatchedKinematics, res: PathResult, power: float,
-           forced: NDArray[np.bool_] | None = None) -> tuple[int, float]:
-    """Worse answers score higher: unconverged frames, then the path's motion, the sum
-    over its steps of the largest solved column's step to ``power`` (rad or m; the
-    planner's own cost, ``RobustOptions.power``), so one large jump outweighs any
-    number of small steps that stand out of their neighbours (counted as jumps first,
-    a 218-frame arm7 clip after a ramp back within reach kept a pass with one jump of
-    3.18 rad over a denser one's two of 0.23); ``forced`` (F,): frames whose steps in
-    and out the targets force (beyond reach, or moved into fast), left out."""
-    steps = frame_steps(model, res.q, ~model.held)
-    if forced is not None:
-        steps = steps[~(forced[1:] | forced[:-1])]  # per step, into frame i + 1
-    return int(np.count_nonzero(~res.converged)), float(np.sum(steps ** power))

@@ -1,0 +1,125 @@
+"""How a planned path is judged: the frames a retry plans again (jumps, and swings
+that stand out of the clip's steps), the windows around them, and which of two paths is
+the better. Coordinates rad and m; frames counted from 0, a step into frame i + 1
+indexed i.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+from numpy.typing import NDArray
+
+from ..kinematics import BatchedKinematics
+from .cheap import SPIKE
+from .search import PathResult, frame_steps, standing_out
+
+Array = NDArray[np.float64]
+
+MEND_FRAMES = 128  # frames on each side of a jump planned again before the whole clip
+# windows together over this share of the clip are not planned apart: the whole clip is
+# planned again at once (a window's plan that leaves its jump costs about its share of a
+# denser pass, before that pass). Half, not a quarter: the retries' windows of held-out
+# arm7 clips (bench/held_out.py, one session) often cover a quarter to a half of a
+# clip, and planning them apart costs less than the whole clip: 2,000-frame paths 178
+# -> 161 µs a frame (p99 689 -> 480), 5,000-frame loops 272 -> 255, paths with cuts
+# 480 -> 448, no flips either way; the whole clip gave about the same (bench/LOG.md)
+MEND_SHARE = 0.5
+# ... and this share where the windows hold frames beyond reach: there a denser plan of
+# a window that holds a stretch out of reach may throw a frame inside it out and back
+# (its coarse frames there reached by no candidate, their edges free) and still score
+# better, by one frame reached beside the stretch (tests/core/test_out_of_reach.py's
+# ramp: a 3.85 rad step at a window of a third of the clip)
+MEND_SHARE_FAR = 0.25
+# a path solved everywhere without a jump whose steps stand out over this many times the
+# upper quartile of its steps (but not over ``SPIKE``: no retry) has those frames' windows
+# planned once more at the first retry's density, the better path kept (``swing_frames``): a
+# swing along the self-motion that is no jump, up to 2.26x the truth's largest step
+# (arm7, one run against the path as left: bench/held_out.py's 12 loops, 48 paths, 8
+# paths with cuts and 16 ramps out of reach: largest steps 1.93 -> 1.63, 1.82 -> 1.62,
+# 1.60 -> 1.60, 2.26 -> 1.92, at 12 %, 17 %, 3 % and 3 % more time a frame; the test
+# generator's 1,000 and 2,000-frame clips, seeds 100-147: 1.83 -> 1.68, 2.01 -> 1.91, at
+# 11 % and 9 %; the flip bench, B and the loop take none. As the retries' test, 1.8 cost
+# as much and kept more whole-clip passes: one path 7x its time)
+SWING_SPIKE = 1.8
+
+
+def swing_frames(model: BatchedKinematics, path: PathResult, far: NDArray[np.bool_]
+                 ) -> list[int]:  # fmt: skip
+    """The frames of ``path`` (solved wherever reachable, none :func:`rough_frames`)
+    whose steps stand out over ``SWING_SPIKE`` times the upper quartile of its steps,
+    for one more plan of their windows; none where there are too many to mend in
+    windows (:func:`windows`; ``far`` (F,): the frames beyond reach). A swing the
+    retries' test (``SPIKE``) lets pass can still move a joint over twice as fast as
+    the targets need: bench/held_out.py's ramp seed 404 before its ramp, frames 560-920
+    on another part of the self-motion, 2.0 rad from the truth, 2.26x its largest
+    step."""
+    if not SWING_SPIKE or not (path.converged | far).all() or rough_frames(model, path, far):
+        return []
+    swings = rough_frames(model, path, far, SWING_SPIKE)
+    return swings if windows(swings, far) else []
+
+
+def rough_frames(model: BatchedKinematics, path: PathResult, far: NDArray[np.bool_],
+                 spike: float | None = None, before: Array | None = None
+                 ) -> list[int]:  # fmt: skip
+    """The frames a retry plans again: ``path``'s jumps, and the frames whose step stands
+    out of the clip's (over ``SPIKE`` times the upper quartile of its steps, the cheap
+    pass's test): a fast swing along the self-motion that no step to its neighbours
+    shows (arm7 full pose, 50 random 2,000-frame paths: 3 that flipped, each with such a
+    stretch, up to 2.6x the true largest step; none after the retry). Not a step into or
+    out of a frame ``far`` (F,) marks out of reach: the targets force those.
+    ``spike``: instead of ``SPIKE``; ``before``: the steps of the clip's frames before
+    ``path`` (rad, m), counted in the quartile (a stretch after a cut that moves fast
+    throughout stands out of the clip, not of itself)."""
+    steps = frame_steps(model, path.q, ~model.held)
+    spike = SPIKE if spike is None else spike
+    if before is None or len(before) == 0 or len(steps) <= 3:
+        out = standing_out(steps, spike)
+    else:
+        pool = np.concatenate([before, steps])
+        out = np.flatnonzero(steps > spike * float(np.percentile(pool, 75)) + 1e-4) + 1
+    rough = set(path.jumps) | {int(j) for j in out}
+    return sorted(j for j in rough if not (far[j] or far[j - 1]))
+
+
+def reached_steps(model: BatchedKinematics, path: PathResult, far: NDArray[np.bool_]
+                  ) -> Array:  # fmt: skip
+    """``path``'s steps (rad, m; ``frame_steps``) but those into or out of a frame
+    ``far`` (F,) marks beyond reach."""
+    steps = frame_steps(model, path.q, ~model.held)
+    return steps[~(far[1:] | far[:-1])]
+
+
+def windows(rough: Sequence[int], far: NDArray[np.bool_]) -> list[tuple[int, int]]:
+    """The stretches of frames (first, last) within ``MEND_FRAMES`` of the ``rough`` ones,
+    joined where they meet; none where together they are over ``MEND_SHARE`` of the
+    clip, or ``MEND_SHARE_FAR`` where they hold a frame ``far`` (F,) marks beyond reach
+    (there the whole clip is planned again at once)."""
+    frames = len(far)
+    out: list[tuple[int, int]] = []
+    for j in sorted(rough):
+        a, b = max(j - MEND_FRAMES, 0), min(j + MEND_FRAMES, frames - 1)
+        if out and a <= out[-1][1] + 1:
+            out[-1] = (out[-1][0], b)
+        else:
+            out.append((a, b))
+    held_far = any(far[a:b + 1].any() for a, b in out)
+    share = MEND_SHARE_FAR if held_far else MEND_SHARE
+    return out if sum(b - a + 1 for a, b in out) <= share * frames else []
+
+
+def score(model: BatchedKinematics, res: PathResult, power: float,
+          forced: NDArray[np.bool_] | None = None) -> tuple[int, float]:
+    """Worse answers score higher: unconverged frames, then the path's motion, the sum
+    over its steps of the largest solved column's step to ``power`` (rad or m; the
+    planner's own cost, ``RobustOptions.power``), so one large jump outweighs any
+    number of small steps that stand out of their neighbours (counted as jumps first,
+    a 218-frame arm7 clip after a ramp back within reach kept a pass with one jump of
+    3.18 rad over a denser one's two of 0.23); ``forced`` (F,): frames whose steps in
+    and out the targets force (beyond reach, or moved into fast), left out."""
+    steps = frame_steps(model, res.q, ~model.held)
+    if forced is not None:
+        steps = steps[~(forced[1:] | forced[:-1])]  # per step, into frame i + 1
+    return int(np.count_nonzero(~res.converged)), float(np.sum(steps ** power))
