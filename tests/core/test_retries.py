@@ -24,12 +24,14 @@ from fixtures import (
 )
 
 
-def with_cuts(frames: int, seed: int, stretches: list[tuple[int, int]]
-              ) -> tuple[object, np.ndarray, np.ndarray]:  # fmt: skip
-    """``arm7_path(frames, seed)`` with each of ``stretches`` (first frame, length) held
-    at one random pose within the limits (its targets that pose's FK, the truth too):
-    the targets jump into the stretch and out of it."""
-    model, truth, targets = arm7_path(frames, seed)
+def with_cuts(frames: int, seed: int, stretches: list[tuple[int, int]],
+              ramp: int | None = None) -> tuple[object, np.ndarray, np.ndarray]:  # fmt: skip
+    """``arm7_path(frames, seed)`` (``arm7_ramped(frames, seed, ramp)`` with ``ramp``)
+    with each of ``stretches`` (first frame, length) held at one random pose within the
+    limits (its targets that pose's FK, the truth too): the targets jump into the
+    stretch and out of it."""
+    model, truth, targets = arm7_path(frames, seed) if ramp is None else \
+        arm7_ramped(frames, seed, ramp)
     truth, targets = truth.copy(), targets.copy()
     rng = np.random.default_rng(seed)
     for a, length in stretches:
@@ -176,11 +178,7 @@ def test_a_stretch_between_cuts_that_leaves_reach_is_followed(
     from dhik.solver.lm import Problem
     from dhik.solver.path import stretches
 
-    model, truth, targets = arm7_ramped(1200, seed, 700)
-    truth, targets = truth.copy(), targets.copy()
-    pose = model.lo + np.random.default_rng(seed).uniform(0.1, 0.9, model.n) * (
-        model.hi - model.lo)
-    truth[300:320], targets[300:320] = pose, model.transforms(pose[None])
+    model, truth, targets = with_cuts(1200, seed, [(300, 20)], ramp=700)
     search = Search(model, targets, None, None, RobustOptions())
     assert plan.target_cuts(search).tolist() == [300, 320]
     followed: list[int] = []

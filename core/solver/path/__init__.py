@@ -1,8 +1,9 @@
 """Flip-free trajectories on the robust LM: ``search`` (what a trajectory's search
 shares), ``candidates`` (grid tracks over the self-motion), ``ladder`` (the lazy
 least-motion path), ``fill`` (every frame of it), ``relax`` (its peaks relaxed),
-``swing`` (a path swung toward its poles), ``stretches`` (stretches out of reach,
-followed), ``plan`` (``solve_path``)."""
+``swing`` (a path swung toward its poles), ``stretches`` (target cuts, and stretches
+out of reach, followed), ``judge`` (how a path is judged), ``plan``
+(``solve_path``)."""
 
 from .plan import cheap_path, solve_path
 from .search import PathResult

@@ -33,15 +33,15 @@ MEND_SHARE = 0.5
 # ramp: a 3.85 rad step at a window of a third of the clip)
 MEND_SHARE_FAR = 0.25
 # a path solved everywhere without a jump whose steps stand out over this many times the
-# upper quartile of its steps (but not over ``SPIKE``: no retry) has those frames' windows
-# planned once more at the first retry's density, the better path kept (``swing_frames``): a
-# swing along the self-motion that is no jump, up to 2.26x the truth's largest step
-# (arm7, one run against the path as left: bench/held_out.py's 12 loops, 48 paths, 8
-# paths with cuts and 16 ramps out of reach: largest steps 1.93 -> 1.63, 1.82 -> 1.62,
-# 1.60 -> 1.60, 2.26 -> 1.92, at 12 %, 17 %, 3 % and 3 % more time a frame; the test
-# generator's 1,000 and 2,000-frame clips, seeds 100-147: 1.83 -> 1.68, 2.01 -> 1.91, at
-# 11 % and 9 %; the flip bench, B and the loop take none. As the retries' test, 1.8 cost
-# as much and kept more whole-clip passes: one path 7x its time)
+# upper quartile of its steps (but not over ``SPIKE``: no retry) has those frames'
+# windows planned once more at the first retry's density, the better path kept
+# (``swing_frames``): a swing along the self-motion that is no jump, up to 2.26x the
+# truth's largest step (arm7, one run against the path as left: bench/held_out.py's 12
+# loops, 48 paths, 8 paths with cuts and 16 ramps out of reach: largest steps 1.93 ->
+# 1.63, 1.82 -> 1.62, 1.60 -> 1.60, 2.26 -> 1.92, at 12 %, 17 %, 3 % and 3 % more time a
+# frame; the test generator's 1,000 and 2,000-frame clips, seeds 100-147: 1.83 -> 1.68,
+# 2.01 -> 1.91, at 11 % and 9 %; the flip bench, B and the loop take none. As the
+# retries' test, 1.8 cost as much and kept more whole-clip passes: one path 7x its time)
 SWING_SPIKE = 1.8
 
 
@@ -75,19 +75,14 @@ def rough_frames(model: BatchedKinematics, path: PathResult, far: NDArray[np.boo
     throughout stands out of the clip, not of itself)."""
     steps = frame_steps(model, path.q, ~model.held)
     spike = SPIKE if spike is None else spike
-    if before is None or len(before) == 0 or len(steps) <= 3:
-        out = standing_out(steps, spike)
-    else:
-        pool = np.concatenate([before, steps])
-        out = np.flatnonzero(steps > spike * float(np.percentile(pool, 75)) + 1e-4) + 1
-    rough = set(path.jumps) | {int(j) for j in out}
+    rough = set(path.jumps) | {int(j) for j in standing_out(steps, spike, before)}
     return sorted(j for j in rough if not (far[j] or far[j - 1]))
 
 
 def reached_steps(model: BatchedKinematics, path: PathResult, far: NDArray[np.bool_]
                   ) -> Array:  # fmt: skip
-    """``path``'s steps (rad, m; ``frame_steps``) but those into or out of a frame
-    ``far`` (F,) marks beyond reach."""
+    """``path``'s steps (the largest solved column's, rad or m; ``frame_steps``) but
+    those into or out of a frame ``far`` (F,) marks (beyond reach, or forced)."""
     steps = frame_steps(model, path.q, ~model.held)
     return steps[~(far[1:] | far[:-1])]
 
@@ -119,7 +114,6 @@ def score(model: BatchedKinematics, res: PathResult, power: float,
     a 218-frame arm7 clip after a ramp back within reach kept a pass with one jump of
     3.18 rad over a denser one's two of 0.23); ``forced`` (F,): frames whose steps in
     and out the targets force (beyond reach, or moved into fast), left out."""
-    steps = frame_steps(model, res.q, ~model.held)
-    if forced is not None:
-        steps = steps[~(forced[1:] | forced[:-1])]  # per step, into frame i + 1
+    steps = frame_steps(model, res.q, ~model.held) if forced is None else \
+        reached_steps(model, res, forced)
     return int(np.count_nonzero(~res.converged)), float(np.sum(steps ** power))

@@ -39,7 +39,7 @@ from .ladder import ladder_path
 from .relax import relax_peaks
 from .search import PathResult, Search, frame_steps, jump_frames
 from .stretches import (
-    STRETCH_FAST,
+    fast_steps,
     followed_both_ways,
     followed_from,
     stretches_out,
@@ -270,19 +270,19 @@ def _between_cuts(model: BatchedKinematics, targets: Array,
     ``followed`` (after the first) are stretches out of reach (``stretches.py``): not
     planned, followed from the pose before them and back from the pose after them
     (joined where the targets move fast: ``motion`` (F-1,), ``Search.motion``, the
-    targets' motion per step). The
-    stretches between target cuts have their own stretches out of reach followed so
-    (arm7, 1,200-frame test-generator clips, seeds 1-12, with a cut at frames 300-319
-    and a ramp out of reach at 700: planned whole, 6 flipped, by up to 90x the truth's
-    largest step; now one, by 2.7x, at 20-30 % more time). The cuts are reported as
-    jumps where the path jumps there (the targets' doing)."""
+    targets' motion per step). The stretches between target cuts have their own
+    stretches out of reach followed so (arm7, 1,200-frame test-generator clips, seeds
+    1-12, with a cut at frames 300-319 and a ramp out of reach at 700: planned whole, 6
+    flipped, by up to 90x the truth's largest step; now one, by 2.7x, at 20-30 % more
+    time). The cuts are reported as jumps where the path jumps there (the targets'
+    doing)."""
     start, before, after = ends
     f = len(targets)
     bounds = [0, *(int(c) for c in cuts), f]
     # frames the targets move into fast (as a stretch out of reach is grown over them)
     fast = np.zeros(f, dtype=bool)
-    if motion is not None and motion.size:
-        fast[1:] = motion > STRETCH_FAST * float(np.median(motion))
+    if motion is not None:
+        fast[1:] = fast_steps(motion)
     parts: list[PathResult] = []
     stretch: dict[int, Problem] = {}  # the parts followed, by index
     seen: list[Array] = []  # the steps of the parts planned so far, beyond reach left out

@@ -346,11 +346,13 @@ def jump_frames(steps: Array, factor: float, window: int = 10) -> Index:
     return np.flatnonzero(steps > np.maximum(factor * local, 1e-4)) + 1
 
 
-def standing_out(steps: Array, factor: float) -> Index:
+def standing_out(steps: Array, factor: float, before: Array | None = None) -> Index:
     """Frames whose step (``steps`` (F-1,), into frame i + 1; rad or m) exceeds
     ``factor`` times the upper quartile of all the clip's steps (and 1e-4): a fast stretch
     the clip's other motion does not explain, which :func:`jump_frames` does not see where
-    the steps around it are as fast. None with three steps or fewer."""
+    the steps around it are as fast. None with three steps or fewer. ``before``: the
+    steps of the frames before these (rad or m), counted in the quartile too."""
     if len(steps) <= 3:
         return np.zeros(0, dtype=np.intp)
-    return np.flatnonzero(steps > factor * float(np.percentile(steps, 75)) + 1e-4) + 1
+    pool = steps if before is None else np.concatenate([before, steps])
+    return np.flatnonzero(steps > factor * float(np.percentile(pool, 75)) + 1e-4) + 1

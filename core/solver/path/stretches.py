@@ -59,6 +59,15 @@ def target_cuts(search: Search) -> NDArray[np.intp]:
     return np.zeros(0, dtype=np.intp) if cut is None else np.flatnonzero(cut)
 
 
+def fast_steps(motion: Array) -> NDArray[np.bool_]:
+    """Per step (``motion`` (F-1,): :meth:`~.search.Search.motion`, metres over the
+    chain's length scale plus radians) whether the targets move fast there: over
+    ``STRETCH_FAST`` times the median step."""
+    if motion.size == 0:
+        return np.zeros(0, dtype=bool)
+    return np.asarray(motion > STRETCH_FAST * float(np.median(motion)))
+
+
 def stretches_out(search: Search, converged: NDArray[np.bool_],
                   far: NDArray[np.bool_]) -> list[tuple[int, int]]:
     """The stretches (first, last frame) of ``STRETCH_FRAMES`` or more frames a first
@@ -71,8 +80,7 @@ def stretches_out(search: Search, converged: NDArray[np.bool_],
     bad = np.flatnonzero(~converged)
     if frames < 2 or bad.size == 0:
         return []
-    move = search.motion()  # per step into frame i + 1
-    fast = move > STRETCH_FAST * float(np.median(move))
+    fast = fast_steps(search.motion())  # per step into frame i + 1
     out: list[tuple[int, int]] = []
     breaks = np.flatnonzero(np.diff(bad) > 1)
     for a, b in zip(bad[np.r_[0, breaks + 1]], bad[np.r_[breaks, bad.size - 1]], strict=True):
