@@ -18,8 +18,8 @@ from dhik.model.compiled import CompiledKinematics
 from dhik.model.objects import ObjectKinematics
 from dhik.model.skeleton import Skeleton
 from dhik.solver.dls import solve
-from dhik.solver.dls_compiled import solve_spec
-from dhik.solver.kinematics import Kinematics
+from dhik.solver.dls_compiled import _runs_on_floats, solve_spec
+from dhik.solver.kinematics import FloatKinematics, Kinematics
 from dhik.solver.settings import SolverSettings
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
@@ -303,6 +303,22 @@ def test_solve_spec_on_the_objects_is_solve(seed: int, n: int) -> None:
         got = solve_spec(obj, target)
         assert got == ref
         assert_joint_values_equal(sa, sb, 0.0 + 1e-15)
+
+
+def test_each_model_type_keeps_its_own_stepper() -> None:
+    """The float stepper's choice is remembered per model type, not per call: after a
+    compiled model, objects still take the numpy path, and the other way round."""
+    rng = np.random.default_rng(5)
+    tree = random_skeleton(rng, 5)
+    eff = leaves(tree)[0]
+    sa, _, sb, comp = pair(tree, [eff])
+    obj = ObjectKinematics(sb, [eff])
+    for _ in range(2):
+        assert _runs_on_floats(comp) and not _runs_on_floats(obj)
+    assert isinstance(comp, FloatKinematics) and not isinstance(obj, FloatKinematics)
+    ((target,),) = fk_targets(tree, [eff], rng, 1)
+    ref = solve(sa.root, sa.joints[eff], target)
+    assert solve_spec(obj, target) == ref
 
 
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
