@@ -124,3 +124,43 @@ def test_a_clip_without_a_stretch_out_of_reach_is_planned_as_before(
     planned = planned_passes(monkeypatch)
     res = solve_path(model, targets)
     assert asked == [[]] and planned == [1200] and res.converged.all()
+
+
+def test_a_way_back_fast_against_the_part_after_it_is_grown_into_the_stretch() -> None:
+    """The clip moves 3 units a step up to frame 50 and 1 after the stretch; the steps
+    into frames 61-69 (the way back into reach) move 6: under 3x the clip's median (3),
+    over 3x the median of the part after the stretch (1). Unconverged 45-60, entered
+    fast (10): the stretch is grown over the way back too, to 69. A part after it that
+    holds still (no motion) counts half the clip's median step: steps under 1.5x that
+    are not grown over."""
+    move = np.r_[np.full(40, 3.0), np.full(5, 10.0), np.full(15, 3.0), np.full(9, 6.0),
+                 np.ones(30)]
+    conv = np.ones(100, dtype=bool)
+    conv[45:61] = False
+    far = np.zeros(100, dtype=bool)
+    assert stretches_out(Moving(move), conv, far) == [(40, 69)]
+    still = move.copy()
+    still[60:69] = 4.0  # the way back at 4: over 3x a still part's median (0) ...
+    still[69:] = 0.0
+    assert stretches_out(Moving(still), conv, far) == [(40, 60)]  # ... not 1.5x the clip's
+    still[60:69] = 5.0
+    assert stretches_out(Moving(still), conv, far) == [(40, 69)]
+
+
+def test_a_ramp_back_slower_than_the_clip_is_followed_with_its_stretch() -> None:
+    """arm7, the first 990 frames of a 1,200-frame clip (seed 5) whose targets are moved
+    out of reach at 783-842; the ramp back moves the targets 0.1 a step (2.7x the clip's
+    median step, 5x the frames after it). Planned with the frames after it, the ramp back
+    crossed onto another branch and the path jumped 0.71 rad into frame 972 (30x the
+    truth's largest step); followed with the stretch, the frames after it planned alone,
+    no step off the ramp is over 1.5x the truth's largest and every frame off it is
+    reached."""
+    model, truth, targets = arm7_ramped(1200, 5, 773)
+    res = solve_path(model, targets[:990])
+    keep = np.ones(990, dtype=bool)  # per frame: its step in counts
+    keep[:2] = False
+    keep[763:863] = False  # the ramp, ten frames on either side
+    true_step = np.abs(np.diff(truth[:990], axis=0)).max(axis=1)[keep[1:]].max()
+    steps = np.abs(model.difference(res.q[:-1], res.q[1:])).max(axis=1)[keep[1:]]
+    assert steps.max() < 1.5 * true_step
+    assert res.converged[keep].all()

@@ -30,6 +30,12 @@ STRETCH_FRAMES = 5  # unconverged frames in a row, at least, to be a stretch out
 # a step of the targets' motion over this many times the clip's median is fast (arm7's
 # ramps: the steps out to 3x the distance are 10-50 times it)
 STRETCH_FAST = 3.0
+# a stretch is also grown over the steps fast against the part of the clip beside it, whose
+# median step counts as this share of the clip's at least (``_grown_locally``): a ramp back
+# into reach at 2.7x the clip's median step, but 5x the part after it, was planned with
+# that part, which crossed to another branch on the way back and jumped 0.71 rad 120
+# frames later (arm7, a 990-frame test-generator clip; tests/core/test_stretches.py)
+LOCAL_FLOOR = 0.5
 
 
 def target_cuts(search: Search) -> NDArray[np.intp]:
@@ -74,7 +80,8 @@ def stretches_out(search: Search, converged: NDArray[np.bool_],
     pass left unconverged (``converged`` (F,)) that the targets enter or leave fast (a
     step of :meth:`~.search.Search.motion` over ``STRETCH_FAST`` times its median) or
     that hold a frame ``far`` (F,) marks beyond reach, each grown over the fast steps on
-    either side (the way out and back); stretches that meet are one. Other unconverged
+    either side (the way out and back), then over those fast against the part of the clip
+    beside it (:func:`_grown_locally`); stretches that meet are one. Other unconverged
     frames are the search's to reach (its retries)."""
     frames = len(converged)
     bad = np.flatnonzero(~converged)
@@ -93,6 +100,34 @@ def stretches_out(search: Search, converged: NDArray[np.bool_],
             a -= 1
         while b + 1 < frames and fast[b]:
             b += 1
+        if out and a <= out[-1][1] + 1:
+            out[-1] = (out[-1][0], b)
+        else:
+            out.append((a, b))
+    return _grown_locally(out, search.motion())
+
+
+def _grown_locally(stretches: list[tuple[int, int]], motion: Array) -> list[tuple[int, int]]:
+    """``stretches`` (first, last frame) grown further over the steps on either side that
+    are fast against the part of the clip beside them: over ``STRETCH_FAST`` times the
+    median step (``motion`` (F-1,), per step into frame i + 1) between the stretch and
+    the one before or after it (or the clip's end), that median taken as
+    ``LOCAL_FLOOR`` of the clip's at least (a part that holds still makes no step
+    fast)."""
+    frames = len(motion) + 1
+    floor = LOCAL_FLOOR * float(np.median(motion)) if motion.size else 0.0
+    out: list[tuple[int, int]] = []
+    for k, (a, b) in enumerate(stretches):
+        lo = stretches[k - 1][1] + 1 if k else 0
+        hi = stretches[k + 1][0] - 1 if k + 1 < len(stretches) else frames - 1
+        if a - lo >= 2:  # the part before: the steps into frames lo + 1 .. a - 1
+            ref = STRETCH_FAST * max(float(np.median(motion[lo:a - 1])), floor)
+            while a > lo + 1 and motion[a - 1] > ref:
+                a -= 1
+        if hi - b >= 2:  # the part after: the steps into frames b + 2 .. hi
+            ref = STRETCH_FAST * max(float(np.median(motion[b + 1:hi])), floor)
+            while b + 1 < hi and motion[b] > ref:
+                b += 1
         if out and a <= out[-1][1] + 1:
             out[-1] = (out[-1][0], b)
         else:
