@@ -56,34 +56,30 @@ from run import SEED_B  # noqa: E402
 from scenes import Scene, load_scenes  # noqa: E402
 
 
-def with_cuts(scene: Scene, truth: np.ndarray, seed: int) -> tuple[np.ndarray, list[int]]:
+def with_cuts(scene: Scene, truth: np.ndarray, seed: int,
+              away: tuple[int, int] | None = None) -> tuple[np.ndarray, list[int]]:
     """``truth`` with three stretches of 5-29 frames held at a random pose within the
-    limits, and the frames the path jumps into (the stretches' first frames and the
-    frames after them)."""
-    rng = np.random.default_rng(seed)
-    lo, hi = scene.bounds()
-    out, cuts = truth.copy(), []
-    for _ in range(3):
-        a, length = int(rng.integers(100, len(truth) - 100)), int(rng.integers(5, 30))
-        out[a:a + length] = lo + rng.uniform(0.1, 0.9, len(lo)) * (hi - lo)
-        cuts += [a, a + length]
-    return out, cuts
-
-
-def cut_and_ramped(scene: Scene, truth: np.ndarray, seed: int
-                   ) -> tuple[np.ndarray, list[int], np.ndarray]:  # fmt: skip
-    """``truth`` with three held stretches as :func:`with_cuts` makes them, none within
-    40 frames of a ramp out of reach as :func:`ramped_out` makes it: the new truth, the
-    frames left out of the step ratio (the cuts' and the ramp's) and the target scale."""
-    skip, scale = ramped_out(truth, seed)
+    limits, none within 40 frames of the frames ``away`` (first, last) when given, and
+    the frames the path jumps into (the stretches' first frames and the frames after
+    them)."""
     rng = np.random.default_rng(seed)
     lo, hi = scene.bounds()
     out, cuts = truth.copy(), []
     while len(cuts) < 6:
         a, length = int(rng.integers(100, len(truth) - 100)), int(rng.integers(5, 30))
-        if a + length < skip[0] - 40 or a > skip[-1] + 40:
+        if away is None or a + length < away[0] - 40 or a > away[1] + 40:
             out[a:a + length] = lo + rng.uniform(0.1, 0.9, len(lo)) * (hi - lo)
             cuts += [a, a + length]
+    return out, cuts
+
+
+def cut_and_ramped(scene: Scene, truth: np.ndarray, seed: int
+                   ) -> tuple[np.ndarray, list[int], np.ndarray]:  # fmt: skip
+    """``truth`` with :func:`with_cuts`' held stretches away from a ramp out of reach as
+    :func:`ramped_out` makes it: the new truth, the frames left out of the step ratio
+    (the cuts' and the ramp's) and the target scale."""
+    skip, scale = ramped_out(truth, seed)
+    out, cuts = with_cuts(scene, truth, seed, (skip[0], skip[-1]))
     return out, [*skip, *cuts], scale
 
 

@@ -13,7 +13,7 @@ from numpy.typing import NDArray
 
 from ..kinematics import BatchedKinematics
 from .cheap import SPIKE
-from .search import PathResult, frame_steps, standing_out
+from .search import PathResult, frame_steps, join_span, standing_out
 
 Array = NDArray[np.float64]
 
@@ -95,11 +95,7 @@ def windows(rough: Sequence[int], far: NDArray[np.bool_]) -> list[tuple[int, int
     frames = len(far)
     out: list[tuple[int, int]] = []
     for j in sorted(rough):
-        a, b = max(j - MEND_FRAMES, 0), min(j + MEND_FRAMES, frames - 1)
-        if out and a <= out[-1][1] + 1:
-            out[-1] = (out[-1][0], b)
-        else:
-            out.append((a, b))
+        join_span(out, max(j - MEND_FRAMES, 0), min(j + MEND_FRAMES, frames - 1))
     held_far = any(far[a:b + 1].any() for a, b in out)
     share = MEND_SHARE_FAR if held_far else MEND_SHARE
     return out if sum(b - a + 1 for a, b in out) <= share * frames else []

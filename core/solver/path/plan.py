@@ -160,6 +160,7 @@ def _plan(model: BatchedKinematics, targets: Array,
 
     motion, lane_frames = opts.coarse_motion, LANE_FRAMES
     stride = search.slow_stride(opts.stride, motion) if slow else opts.stride
+    first_retry = (max(stride // 2, 1), motion / 2)  # a retry's coarse frames: twice as dense
     search.progress, search.span = progress, (0.0, 0.2)
     # a self-motion of one dimension is what the grid's lanes search best (each cell a
     # point, lanes side by side); there a greedy track's drift along it can force a fast
@@ -229,10 +230,8 @@ def _plan(model: BatchedKinematics, targets: Array,
             best = again
     swings = swing_frames(model, best, far) if opts.retries > 0 else []
     if swings:  # at the first retry's density
-        every = search.slow_stride(opts.stride, opts.coarse_motion) if slow else opts.stride
-        coarse = (max(every // 2, 1), opts.coarse_motion / 2)
         swung = relaxed(_mended(model, targets, weights, settings, opts, held, best, swings,
-                                far, first, last, coarse, None, WIDE_RETRIES))
+                                far, first, last, first_retry, None, WIDE_RETRIES))
         work = work + swung.iterations - best.iterations
         if score(model, swung, opts.power) < score(model, best, opts.power):
             best = swung

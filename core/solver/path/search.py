@@ -356,3 +356,12 @@ def standing_out(steps: Array, factor: float, before: Array | None = None) -> In
         return np.zeros(0, dtype=np.intp)
     pool = steps if before is None else np.concatenate([before, steps])
     return np.flatnonzero(steps > factor * float(np.percentile(pool, 75)) + 1e-4) + 1
+
+
+def join_span(out: list[tuple[int, int]], a: int, b: int) -> None:
+    """Append the span of frames ``a``..``b`` (first, last) to ``out`` (spans in order),
+    joined with the last one where they meet or overlap."""
+    if out and a <= out[-1][1] + 1:
+        out[-1] = (out[-1][0], b)
+    else:
+        out.append((a, b))

@@ -22,7 +22,7 @@ from ..kinematics import BatchedKinematics
 from ..lm.loop import levenberg_marquardt
 from ..lm.problem import Problem
 from .fill import SLOW_STALL_WINDOW
-from .search import PathResult, Search, jump_frames, pair_steps
+from .search import PathResult, Search, join_span, jump_frames, pair_steps
 
 Array = NDArray[np.float64]
 
@@ -87,7 +87,8 @@ def stretches_out(search: Search, converged: NDArray[np.bool_],
     bad = np.flatnonzero(~converged)
     if frames < 2 or bad.size == 0:
         return []
-    fast = fast_steps(search.motion())  # per step into frame i + 1
+    move = search.motion()  # per step into frame i + 1
+    fast = fast_steps(move)
     out: list[tuple[int, int]] = []
     breaks = np.flatnonzero(np.diff(bad) > 1)
     for a, b in zip(bad[np.r_[0, breaks + 1]], bad[np.r_[breaks, bad.size - 1]], strict=True):
@@ -100,17 +101,15 @@ def stretches_out(search: Search, converged: NDArray[np.bool_],
             a -= 1
         while b + 1 < frames and fast[b]:
             b += 1
-        if out and a <= out[-1][1] + 1:
-            out[-1] = (out[-1][0], b)
-        else:
-            out.append((a, b))
-    return _grown_locally(out, search.motion())
+        join_span(out, a, b)
+    return _grown_locally(out, move)
 
 
 def _grown_locally(stretches: list[tuple[int, int]], motion: Array) -> list[tuple[int, int]]:
     """``stretches`` (first, last frame) grown further over the steps on either side that
     are fast against the part of the clip beside them: over ``STRETCH_FAST`` times the
-    median step (``motion`` (F-1,), per step into frame i + 1) between the stretch and
+    median step (``motion`` (F-1,), per step into frame i + 1: metres over the chain's
+    length scale plus radians, :meth:`~.search.Search.motion`) between the stretch and
     the one before or after it (or the clip's end), that median taken as
     ``LOCAL_FLOOR`` of the clip's at least (a part that holds still makes no step
     fast)."""
@@ -128,10 +127,7 @@ def _grown_locally(stretches: list[tuple[int, int]], motion: Array) -> list[tupl
             ref = STRETCH_FAST * max(float(np.median(motion[b + 1:hi])), floor)
             while b + 1 < hi and motion[b] > ref:
                 b += 1
-        if out and a <= out[-1][1] + 1:
-            out[-1] = (out[-1][0], b)
-        else:
-            out.append((a, b))
+        join_span(out, a, b)
     return out
 
 
