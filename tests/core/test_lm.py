@@ -511,3 +511,44 @@ def test_a_search_that_stalls_stops_as_its_rule_says(window: int, ratio: float) 
             assert not res.converged[0] and res.iterations[0] == stop
         outcomes.append(bool(res.converged[0]))
     assert outcomes == [False, ratio > 0.01]
+
+
+def test_a_closest_approach_stops_once_its_steps_stop_paying() -> None:
+    """``stationary``: a row stops at the first accepted step that lowers its energy by
+    no more than that share of it. On a target out of reach (arm7's, four times as far
+    from the base), the stop predicted from runs of 0, 1, 2, ... iterations is the one
+    the LM makes. Started where the slow stall rule (``fill.SLOW_STALL_WINDOW``) left
+    it, as close as that rule gets, the row stops within half that window, no
+    farther from the target, where that rule alone runs its whole window again (a
+    stretch beyond reach followed frame by frame, each frame from the one before)."""
+    from dhik.solver.lm.loop import levenberg_marquardt
+    from dhik.solver.path.fill import SLOW_STALL_WINDOW, SLOW_STATIONARY
+
+    model = BatchedModel(load_skeleton(ARM7), ["Tool"])
+    rng = np.random.default_rng(4)
+    near = rng.uniform(0.3 * model.lo, 0.3 * model.hi)
+    far = model.transforms(near[None])[:, 0].copy()
+    far[:, :3, 3] *= 4.0
+    problem = Problem(model, far[:, None], None, ENGINE_SETTINGS)
+    row = np.zeros(1, dtype=np.intp)
+
+    def energy(q: np.ndarray) -> float:
+        return 0.5 * float(np.sum(problem.linearise(q.T.copy(), problem.rows.take(row)).e ** 2))
+
+    start = np.zeros((1, model.n))
+    budget = 60
+    trace = [energy(levenberg_marquardt(model, problem, start, b, stall_window=budget).q)
+             for b in range(budget + 1)]
+    stop = next(b for b in range(1, budget + 1)
+                if trace[b] < trace[b - 1] and trace[b - 1] - trace[b] <= SLOW_STATIONARY
+                * trace[b - 1])
+    res = levenberg_marquardt(model, problem, start, budget, stall_window=budget,
+                              stationary=SLOW_STATIONARY)
+    assert not res.converged[0] and res.iterations[0] == stop < budget
+    at = levenberg_marquardt(model, problem, start, budget, stall_window=SLOW_STALL_WINDOW).q
+    quick = levenberg_marquardt(model, problem, at, budget, stall_window=SLOW_STALL_WINDOW,
+                                stationary=SLOW_STATIONARY)
+    slow = levenberg_marquardt(model, problem, at, budget, stall_window=SLOW_STALL_WINDOW)
+    assert quick.iterations[0] < SLOW_STALL_WINDOW // 2 < SLOW_STALL_WINDOW <= slow.iterations[0]
+    assert energy(quick.q) <= energy(at) and energy(slow.q) <= energy(at)
+    assert energy(quick.q) <= energy(slow.q) * (1 + 1e-4)

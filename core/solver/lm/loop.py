@@ -66,15 +66,18 @@ def levenberg_marquardt(model: BatchedKinematics, problem: Problem, q0: Array,
                         budget: int, rows: Index | None = None, pull: Array | None = None,
                         pull_gain: float = 1.0, frozen: NDArray[np.bool_] | None = None,
                         first_wins: bool = False, stall_window: int | None = None,
-                        exact_pull: bool = False, stall_ratio: float | None = None
-                        ) -> LMResult:  # fmt: skip
+                        exact_pull: bool = False, stall_ratio: float | None = None,
+                        stationary: float | None = None) -> LMResult:  # fmt: skip
     """Run the LM from ``q0`` (k, n) for problems ``rows`` (default all, in order), at
     most ``budget`` iterations per row. ``pull`` (k, n): a reference the step is damped
     toward (its null-space part survives), ``pull_gain`` of the way. ``frozen`` (n,) for
     all rows or (k, n) per row: columns that keep their starting values. ``first_wins``:
     rows of the same problem (``rows``) stop once one of them has converged.
     ``stall_window``, ``stall_ratio``: instead of the problem's ``options.stall_window``
-    and ``options.stall_ratio`` (of the energy, the squared error). ``exact_pull``:
+    and ``options.stall_ratio`` (of the energy, the squared error). ``stationary``: a
+    row also stops once an accepted step lowers its energy by less than this share of
+    it (a closest approach reached: the stall rule alone waits out its window).
+    ``exact_pull``:
     with light rows, the pull taken in the null space of all rows (``step.damped``):
     a row converges onto its poles in a few iterations, where the damped pull leaks into
     their light rows and leaves them only as fast as the damping shrinks.
@@ -202,6 +205,8 @@ def levenberg_marquardt(model: BatchedKinematics, problem: Problem, q0: Array,
             conv[acc] = ct[ok]
             iters[act] += 1
             mult[act] = np.where(ok, np.maximum(ma * 0.5, 1e-6), ma * 10.0)
+        if stationary is not None:
+            dead[act] |= ok & (ena - en <= stationary * ena)
         slot = it % window
         if it >= window:
             dead[act] |= energy[act] > ratio * hist[slot, act]

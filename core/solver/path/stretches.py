@@ -21,7 +21,7 @@ from numpy.typing import NDArray
 from ..kinematics import BatchedKinematics
 from ..lm.loop import levenberg_marquardt
 from ..lm.problem import Problem
-from .fill import SLOW_STALL_WINDOW
+from .fill import SLOW_STALL_WINDOW, SLOW_STATIONARY
 from .search import PathResult, Search, join_span, jump_frames, pair_steps
 
 Array = NDArray[np.float64]
@@ -147,7 +147,8 @@ def followed_from(model: BatchedKinematics, problem: Problem, pose: Array,
     at = np.asarray(pose, dtype=float)
     for i in (range(f - 1, -1, -1) if backward else range(f)):
         res = levenberg_marquardt(model, problem, at[None], problem.settings.max_iterations,
-                                  rows=np.array([i]), stall_window=SLOW_STALL_WINDOW)
+                                  rows=np.array([i]), stall_window=SLOW_STALL_WINDOW,
+                                  stationary=SLOW_STATIONARY)
         at = q[i] = res.q[0]
         conv[i], pe[i], re[i], its[i] = (res.converged[0], res.position_error[0],
                                           res.orientation_error[0], res.iterations[0])
