@@ -265,3 +265,84 @@ def test_slack_stops_the_first_pass_near_the_least_cost_in_fewer_rounds(
     (exact_rounds, exact_cost, exact_step), (rounds_, cost, step) = out[0.0], out[ladder.SLACK]
     assert 4 * rounds_ <= 3 * exact_rounds
     assert cost <= (1 + ladder.SLACK) * exact_cost and step <= 1.06 * exact_step
+
+
+def _advances(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """A list holding one count, of the ``Filler.advance`` calls (fill rounds) since."""
+    from dhik.solver.path import fill
+
+    calls = [0]
+    inner = fill.Filler.advance
+
+    def counting(self: fill.Filler, fills: list[fill.Fill]) -> None:
+        calls[0] += 1
+        inner(self, fills)
+
+    monkeypatch.setattr(fill.Filler, "advance", counting)
+    return calls
+
+
+def test_a_probe_that_declines_leaves_the_search_as_it_was(
+        monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    """arm7, 1,200 frames (seed 4), targets of 80 frames ramped out to 3x their distance
+    from the base and back: the first pass's lazy search runs past ``PROBE_ROUNDS``.
+    A probe asked there is asked once, with a flag per frame, and one that declines
+    leaves the path the search then finds exactly as without a probe (the probe's
+    fills are copies), at the cost of those copies' rounds (their LM iterations count
+    in the work)."""
+    from dhik.solver.path import ladder
+    from dhik.solver.path.search import Search
+    from dhik.solver.settings import RobustOptions
+    from fixtures import arm7_ramped
+
+    model, _, targets = arm7_ramped(1200, 4, 560)
+    rounds = _advances(monkeypatch)
+
+    def planned(probe: object) -> tuple[object, int]:
+        rounds[0] = 0
+        search = Search(model, targets, None, None, RobustOptions(), None)
+        out = ladder.ladder_path(search, 32, 0.6, 12, quick=True,
+                                 probe=probe)  # type: ignore[arg-type]
+        return out, rounds[0]
+
+    plain, plain_rounds = planned(None)
+    assert plain_rounds > ladder.PROBE_ROUNDS + 2
+    asked: list[np.ndarray] = []
+    probed, probed_rounds = planned(lambda conv: asked.append(conv.copy()) or False)
+    assert len(asked) == 1 and asked[0].shape == (1200,) and asked[0].dtype == bool
+    assert not asked[0][580:620].any() and asked[0][:500].all()
+    for name in ("q", "converged", "position_error", "orientation_error", "jumps"):
+        np.testing.assert_array_equal(getattr(plain, name), getattr(probed, name))
+    assert plain_rounds < probed_rounds <= plain_rounds + 2
+
+
+def test_a_first_pass_missing_a_stretch_out_of_reach_stops_at_the_probe(
+        monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    """The same clip through ``solve_path``: its first pass stops at the probe (the
+    stretch out of reach shows in its misses), in at most ``PROBE_ROUNDS`` + 2 fill
+    rounds against over 30 without the probe, and the clip, cut around the stretch as
+    before, is solved exactly as without it."""
+    import dhik.solver.path.plan as plan
+    from dhik.solver.path import ladder, solve_path
+    from fixtures import arm7_ramped
+
+    model, _, targets = arm7_ramped(1200, 4, 560)
+    rounds = _advances(monkeypatch)
+    inner = plan.ladder_path
+    first: list[int] = []  # the fill rounds of the first pass
+
+    def one_pass(*args: object, **kwargs: object) -> object:
+        before = rounds[0]
+        out = inner(*args, **kwargs)  # type: ignore[arg-type]
+        if not first:
+            first.append(rounds[0] - before)
+        return out
+
+    monkeypatch.setattr(plan, "ladder_path", one_pass)
+    probed = solve_path(model, targets)
+    probed_first = first.pop()
+    monkeypatch.setattr(ladder, "PROBE_ROUNDS", 10**6)
+    plain = solve_path(model, targets)
+    assert probed_first <= ladder.PROBE_ROUNDS + 2 and first[0] > 30
+    for name in ("q", "converged", "position_error", "orientation_error", "jumps"):
+        np.testing.assert_array_equal(getattr(plain, name), getattr(probed, name))

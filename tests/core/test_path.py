@@ -584,7 +584,7 @@ def test_a_retry_locks_every_column(monkeypatch: pytest.MonkeyPatch) -> None:
     inner, columns = plan.ladder_path, Search.free_columns
 
     def pass_(search: Any, *args: Any) -> PathResult:
-        locked.append((args[-2], args[-1], 0))
+        locked.append((args[5], args[6], 0))  # quick, wide (after stride .. last)
         return inner(search, *args)
 
     def counted(self: Search, sols: np.ndarray, frame: int, count: int) -> list[int]:

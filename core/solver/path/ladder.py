@@ -12,6 +12,7 @@ midpoint, not every frame. Coordinates rad and m."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 
 import numpy as np
 from numpy.typing import NDArray
@@ -41,6 +42,12 @@ SLACK = 0.2
 # loops 43.8 -> 22.4 s; the same clips flipped, largest ratios within 2)
 HARD = 2.0
 BESIDE = 0.1
+# rounds of the lazy search after which a ``probe`` (``ladder_path``) is asked once
+# whether the path chosen then is worth finishing: most clips' first passes are done by
+# then (arm7: B 5 rounds, the 5,000-frame loop 7); one that leaves a stretch out of reach
+# ran its 100 rounds around it, all thrown away when the clip is cut there (a ramp of
+# bench/held_out.py, 583 of 1,650 ms)
+PROBE_ROUNDS = 8
 # coarse frames or transitions between two reports of the bookkeeping's progress (a
 # long clip's graph takes seconds to score: a stop must be seen, issue 18)
 REPORT_EVERY = 16
@@ -305,16 +312,47 @@ def _power(x: Costs, p: float) -> Costs:
     return np.power(x, np.float32(p))
 
 
+def _finished(filler: Filler, fills: list[Fill]) -> list[Fill]:
+    """Copies of ``fills`` with every frame filled, all at once (``fills`` stay)."""
+    out = [replace(fl, q=fl.q.copy(), conv=fl.conv.copy(), pe=fl.pe.copy(),
+                   re=fl.re.copy(), have=fl.have.copy()) for fl in fills]
+    left = out
+    while left:
+        filler.advance(left)
+        left = [fl for fl in left if not fl.done]
+    return out
+
+
+def _converged_on(frames: int, edges: list[tuple[int, int, int]],
+                  fills: dict[tuple[int, int, int], Fill], idx: Index,
+                  oks: NDArray[np.bool_]) -> NDArray[np.bool_]:  # fmt: skip
+    """Per frame (``frames``,): whether the path through ``edges`` converges there, each
+    coarse frame ``idx`` as its chosen candidate did (``oks``); a frame a fill has not
+    reached yet counts as converged."""
+    conv = np.zeros(frames, dtype=bool)
+    for i, a, b in edges:
+        fl = fills[(i, a, b)]
+        conv[fl.first:fl.first + len(fl.q)] = fl.conv
+        conv[idx[i - 1]], conv[idx[i]] = oks[i - 1, a], oks[i, b]
+    return conv
+
+
 def ladder_path(search: Search, stride: int, coarse_motion: float, lane_frames: int,
                 start: Array | None = None, end: Array | None = None,
-                quick: bool = False, wide: bool = False) -> PathResult:  # fmt: skip
+                quick: bool = False, wide: bool = False,
+                probe: Callable[[NDArray[np.bool_]], bool] | None = None
+                ) -> PathResult:  # fmt: skip
     """The path through grid tracks of coarse frames (``stride``, ``coarse_motion``,
     ``lane_frames``: :class:`~.candidates.GridTracks`) from ``start`` (n,) (else from the
     T-pose when it is on the first target) and to ``end`` (n,) when given, every frame
     filled, unconverged frames approached as closely as the LM gets. ``quick``: a first
     pass with a retry behind it (:class:`~.candidates.GridTracks`), whose lazy search
     weighs untouched edges ``1 + SLACK`` times their estimates; ``wide``: grid tracks on
-    every column (a retry)."""
+    every column (a retry). ``probe``: asked once, when the search is not done after
+    ``PROBE_ROUNDS`` rounds and the path chosen then misses a frame that its fills or
+    candidates have reached so far, with the frames (F,) that path converges on (its
+    unfinished edges filled on copies, which the search does not see); True ends the
+    search with that path, which the caller only needs to see where it misses."""
     model, problem, opts = search.model, search.problem, search.opts
     f = search.frames
     m = len(model.effectors)
@@ -378,6 +416,12 @@ def ladder_path(search: Search, stride: int, coarse_motion: float, lane_frames: 
         todo = [e for e in edges if not fills[e].done]
         if not todo:
             break
+        if probe is not None and round_ == PROBE_ROUNDS and \
+                not _converged_on(f, edges, fills, idx, oks).all():
+            ahead = dict(zip(todo, _finished(filler, [fills[e] for e in todo]), strict=True))
+            if probe(_converged_on(f, edges, {**fills, **ahead}, idx, oks)):
+                fills.update(ahead)
+                break
         filler.advance([fills[e] for e in todo])
         search.report(at + share * 0.5)
         seen = [e for e in todo if not (blind[e[0]] or blind[e[0] - 1])]

@@ -153,10 +153,13 @@ def _plan(model: BatchedKinematics, targets: Array,
                               held, None)
 
     def one_pass(stride: int, motion: float, lane_frames: int, span: tuple[float, float],
-                 quick: bool = False, wide: bool = False) -> PathResult:  # fmt: skip
+                 quick: bool = False, wide: bool = False,
+                 probe: Callable[[NDArray[np.bool_]], bool] | None = None
+                 ) -> PathResult:  # fmt: skip
         search = Search(model, targets, weights, settings, opts, held)
         search.progress, search.span = progress, span
-        return ladder_path(search, stride, motion, lane_frames, first, last, quick, wide)
+        return ladder_path(search, stride, motion, lane_frames, first, last, quick, wide,
+                           probe)
 
     motion, lane_frames = opts.coarse_motion, LANE_FRAMES
     stride = search.slow_stride(opts.stride, motion) if slow else opts.stride
@@ -177,12 +180,15 @@ def _plan(model: BatchedKinematics, targets: Array,
         jump the relaxing removes needs no retry."""
         return relax_peaks(model, search.problem, path, opts.flip_factor)
 
+    far = search.problem.out_of_reach()  # frames no pass can converge on
+    # a first pass that already misses a stretch out of reach stops there: the clip is
+    # cut around it and planned again a stretch at a time (``ladder.PROBE_ROUNDS``)
+    probe = (lambda conv: bool(stretches_out(search, conv, far))) if stretched else None
     best = one_pass(stride, motion, lane_frames, (0.2, 1.0 if opts.retries < 1 else 0.7),
-                    opts.retries > 0, wide)
+                    opts.retries > 0, wide, probe)
     best.iterations = best.iterations + search.work
     best = relaxed(best)
     work = best.iterations
-    far = search.problem.out_of_reach()  # frames no pass can converge on
     stretches = stretches_out(search, best.converged, far) if stretched else []
     cuts = np.array(sorted({c for a, b in stretches for c in (a, b + 1)
                             if 0 < c < len(targets)}), dtype=np.intp)
