@@ -77,10 +77,10 @@ def levenberg_marquardt(model: BatchedKinematics, problem: Problem, q0: Array,
     and ``options.stall_ratio`` (of the energy, the squared error). ``stationary``: a
     row also stops once an accepted step lowers its energy by less than this share of
     it (a closest approach reached: the stall rule alone waits out its window).
-    ``exact_pull``:
-    with light rows, the pull taken in the null space of all rows (``step.damped``):
-    a row converges onto its poles in a few iterations, where the damped pull leaks into
-    their light rows and leaves them only as fast as the damping shrinks.
+    ``exact_pull``: with light rows, the pull taken in the null space of all rows
+    (``step.damped``): a row converges onto its poles in a few iterations, where the
+    damped pull leaks into their light rows and leaves them only as fast as the damping
+    shrinks.
 
     With poles (``problem.poles``) a row searches until its targets and its poles are
     met; one that then misses its targets (a pole the limits do not allow beside them)

@@ -16,7 +16,7 @@ Array = NDArray[np.float64]
 
 FILL_LEVELS = 1  # bisection levels of a fill (midpoints) before the rest at once
 # LM runs that may converge slowly (a closest approach, a continuation from a nearby
-# pose) stop only when their error has not halved in this many iterations
+# pose) stop when their error has not halved in this many iterations
 SLOW_STALL_WINDOW = 10
 # and once an accepted step lowers the error by less than this share of it (squared
 # error, the LM's energy): a closest approach started at or near itself stops in a few
@@ -135,7 +135,8 @@ class Filler:
                 keep_first: bool) -> None:  # fmt: skip
         """Frames left unconverged (out of reach, or missed): each stretch of them solved
         again in order, every frame from the one before (the first from its own value),
-        for the closest approach; an answer replaces the frame's where its error is
+        for the closest approach (the slow stall rule, or until a step stops paying:
+        ``SLOW_STATIONARY``); an answer replaces the frame's where its error is
         smaller. All stretches advance together; ``q`` (F, n) coordinates (rad, m),
         ``conv``, ``pe`` (m) and ``re`` (rad) (F, m) in place. ``keep_first``: frame 0 is
         given (a start) and stays."""

@@ -134,8 +134,9 @@ def _grown_locally(stretches: list[tuple[int, int]], motion: Array) -> list[tupl
 def followed_from(model: BatchedKinematics, problem: Problem, pose: Array,
                   backward: bool = False) -> PathResult:
     """``problem``'s frames (a stretch) followed from ``pose`` (n,) (coordinates, rad and
-    m): each frame solved from the one before (the LM to its slow stall rule: the
-    closest approach where it misses), the first from ``pose``; ``backward``: from the
+    m): each frame solved from the one before (the LM to its slow stall rule, or until
+    a step stops paying, ``fill.SLOW_STATIONARY``: the closest approach where it
+    misses), the first from ``pose``; ``backward``: from the
     last frame to the first. The arm stretches toward targets beyond reach and comes
     back as they do, in one motion. No jumps are named (the caller measures the whole
     path's)."""
