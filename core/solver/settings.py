@@ -61,7 +61,8 @@ class RobustOptions:
     coarse_motion: float = 0.6  # most target motion between coarse frames (m/scale + rad)
     grid: int = 32  # redundant chains: values on the grid of each locked column
     # columns locked in turn on that grid (a retry on a self-motion of one dimension
-    # locks every column: path/plan.py's WIDE_RETRIES)
+    # locks every column: path/plan.py's WIDE_RETRIES; one of two or three dimensions
+    # locks at least path/candidates.py's FREE_SHARE of the solved columns)
     free_count: int = 4
     power: float = 8.0  # path cost: sum over frames of the largest column step^power
     path_rounds: int = 100  # lazy path search: rounds of filling the chosen edges

@@ -158,20 +158,19 @@ def test_a_reversed_search_is_the_frames_backward() -> None:
     assert np.array_equal(again.problem.held, search.problem.held)
 
 
-def turntable_bake(seed: int) -> tuple[float, object]:
-    """Two arm7s on one turntable, all solved (a self-motion of three dimensions), 300
-    frames of targets from a smooth path (seed ``seed``; the turntable 0.5 rad of sine):
-    the largest step over the truth's and the result, every frame checked converged and
-    three of them on target."""
+def turntable_bake(seed: int, frames: int = 300) -> tuple[float, object]:
+    """Two arm7s on one turntable, all solved (a self-motion of three dimensions),
+    ``frames`` frames of targets from a smooth path (seed ``seed``; the turntable 0.5 rad
+    of sine): the largest step over the truth's and the result, every frame checked
+    converged and three of them on target."""
     defn = parse_skeleton(two_arm7s_on_a_turntable())
     arms = ["LTool", "RTool"]
     model = BatchedModel(defn, arms)
-    frames = 300
     turn = 0.5 * np.sin(np.linspace(0, 2 * math.pi, frames))
     truth = np.column_stack([turn, smooth_path(model.lo[1:], model.hi[1:], frames, seed)])
     got, targets, result = bake(defn, arms, truth, 1.0)
     assert result.converged_count == frames
-    on_target(defn, result, targets, arms, (0, 150, 299))
+    on_target(defn, result, targets, arms, (0, frames // 2, frames - 1))
     return largest_step_ratio(got, truth), result
 
 
@@ -187,10 +186,59 @@ def test_two_arms_on_a_solved_turntable_do_not_flip(seed: int) -> None:
 
 def test_turntable_tracks_without_the_middle_pull_flip(monkeypatch) -> None:
     """The grid's tracks pulled toward their last pose alone (``MIDDLE_PULL`` 0) drift
-    into the limits: seed 6's clip then steps 4.8x the true largest step."""
+    into the limits: seed 16's clip then steps 2.6x the true largest step (1.4x with the
+    pull; of seeds 1-20, five over 2x without it, none with it)."""
     monkeypatch.setattr(candidates, "MIDDLE_PULL", 0.0)
-    ratio, _ = turntable_bake(6)
-    assert ratio > 3.0
+    ratio, _ = turntable_bake(16)
+    assert ratio > 2.0
+
+
+def test_a_self_motion_of_three_dimensions_locks_more_columns(monkeypatch) -> None:
+    """Where the self-motion has two or three dimensions the grid locks
+    ``FREE_SHARE`` of the solved columns (6 of the turntable's 15), not ``free_count``
+    (4): seed 14's 600 frames stepped 2.5x the true largest step with 4 (bench/
+    self_motion.py, 80 clips: 10 over 2x with 4 columns, 4 with 6, the worst 2.5x ->
+    2.1x)."""
+    counts: list[int] = []
+    free_columns = Search.free_columns
+
+    def recorded(self, sols, frame, count):
+        counts.append(count)
+        return free_columns(self, sols, frame, count)
+
+    monkeypatch.setattr(Search, "free_columns", recorded)
+    ratio, _ = turntable_bake(14, 600)
+    assert counts and set(counts) == {6}
+    assert ratio < 2.0
+    monkeypatch.setattr(candidates, "FEW_DIMENSIONS", 0)  # free_count's columns alone
+    counts.clear()
+    ratio, _ = turntable_bake(14, 600)
+    assert counts and set(counts) == {RobustOptions().free_count}
+    assert ratio > 2.0
+
+
+def test_other_self_motions_lock_free_count_columns(monkeypatch) -> None:
+    """A self-motion of one dimension (arm7, full pose) or of more than three (two hands
+    on a spine, full pose: eight) locks ``free_count`` columns: there more cost time
+    without changing the flips (module constants' note)."""
+    counts: list[int] = []
+    free_columns = Search.free_columns
+
+    def recorded(self, sols, frame, count):
+        counts.append(count)
+        return free_columns(self, sols, frame, count)
+
+    monkeypatch.setattr(Search, "free_columns", recorded)
+    cases = [(parse_skeleton(json.loads(Path(ARM7).read_text())), ["Tool"], 1),
+             (parse_skeleton(two_hands_on_a_spine()), ["LHand", "RHand"], 8)]
+    for defn, effectors, dimensions in cases:
+        model = BatchedModel(defn, effectors)
+        search = Search(model, model.transforms(smooth_path(model.lo, model.hi, 60, 1)),
+                        None, None, RobustOptions(), None)
+        assert search.redundancy() == dimensions
+        counts.clear()
+        candidates.GridTracks(search).grid_tracks(8, 0.6, 4)
+        assert counts == [RobustOptions().free_count]
 
 
 def test_redundancy_counts_the_rows_that_count() -> None:

@@ -1,7 +1,8 @@
 """Candidates per coarse frame: tracks that sample a trajectory's solutions.
 
 On a redundant chain (more solved columns than counted error rows) a few columns are
-locked in turn, each on a grid of values over its range; every cell holds a track in
+locked in turn (more where the self-motion has two or three dimensions:
+``FREE_SHARE``), each on a grid of values over its range; every cell holds a track in
 which the other columns solve the rest. All tracks advance together, one batch per
 coarse frame, from their linear extrapolation, pulled toward their previous solution
 (least motion; with a self-motion of more than one dimension, toward a point
@@ -19,6 +20,7 @@ are the branches found by restarts. Frames: world; coordinates rad and m.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import numpy as np
@@ -83,6 +85,20 @@ QUICK_STALL = (3, 0.1)
 # step, between frames farther apart than the coarse frames' rule allows, keeps the full
 # budget: its linear prediction is far off)
 SHORT_STEP = 1.5
+# a self-motion of two or three dimensions (``FEW_DIMENSIONS``) locks at least this
+# share of the solved columns (rounded up), where that is more than ``free_count``: there
+# a grid cell is a curve or a surface, a track in it settles where its pull leads, and
+# the candidates are only as varied as the columns locked (two arm7s on a solved
+# turntable, full pose, 15 columns, three dimensions, bench/self_motion.py's clips of
+# 600 frames, seeds 1-80: with 4 columns 10 clips over twice the truth's largest step,
+# 68 frames, up to 2.52x; with 6, 4 clips, 14 frames, up to 2.13x, in 1.2x the time.
+# Through solve_path, seeds 1-40: 8 columns no better than 6 in 1.15x the time; 6
+# columns on a grid of 21 values, as many tracks as 4 on 32, 3 clips against 1). With
+# more dimensions the pull decides where the tracks go (two hands on a spine, 20
+# columns, 8 and 14 dimensions, 20 clips each: 8 columns, the same flips, 0 and 2
+# frames, in 1.8x the time)
+FREE_SHARE = 0.4
+FEW_DIMENSIONS = 3
 
 
 class GridTracks:
@@ -115,7 +131,10 @@ class GridTracks:
         frames = sr.coarse_frames(stride, coarse_motion)
         probe = sr.seeds(0, 4)
         wide = self.wide and sr.redundancy() == 1
-        frees = sr.free_columns(probe, 0, sr.model.n if wide else o.free_count)
+        count = o.free_count
+        if 1 < sr.redundancy() <= FEW_DIMENSIONS:
+            count = max(count, math.ceil(FREE_SHARE * np.count_nonzero(sr.solved)))
+        frees = sr.free_columns(probe, 0, sr.model.n if wide else count)
         c = len(frames)
         # lanes meet where one lane's tracks reach the points the next one's start from:
         # with a self-motion of one dimension a grid cell is a point (per branch), with
