@@ -10,7 +10,13 @@ pulled toward it (the solutions nearest it: where a limb has no branch in betwee
 continuous family, for one batched LM call), on the later ones in order, each from the
 one before (extrapolated) and pulled toward it (least motion); every frame between two
 coarse frames then starts from the straight line between them and is pulled toward it
-(one batch for the whole clip).
+(one batch for the whole clip). With a self-motion of more than one dimension the
+coarse frames' pulls are moved ``candidates.MIDDLE_PULL`` of the way toward the middle
+of the ranged joints' limits, as the grid's tracks' are: pulled toward the last pose
+alone, a track drifts along the self-motion into a limit and turns fast there
+(bench/self_motion.py's two hands on a spine, 60 clips of 600 frames, position only and
+full pose: 8 and 4 frames over twice the truth's largest step, up to 2.18x, in 12.9 and
+16.4 s; with the pull none, up to 1.74x and 1.90x, in 4.0 and 2.9 s).
 Where one track follows one continuous family of solutions (a ball-joint limb solved
 from rest, a chain without redundancy away from its singularities), this is the whole
 answer at a few LM rows a frame. (``plan.solve_path`` does not try it on a self-motion
@@ -33,6 +39,7 @@ from numpy.typing import NDArray
 
 from ..lm.loop import levenberg_marquardt
 from ..lm.solve import solve_many
+from .candidates import MIDDLE_PULL
 from .fill import FILL_LEVELS, SLOW_STALL_WINDOW, Fill, Filler
 from .search import PathResult, Search, frame_steps, jump_frames, standing_out
 
@@ -231,9 +238,10 @@ def _chained(search: Search, idx: NDArray[np.intp], first: Array | None,
             return None
         qs[0] = one.q[0]
     budget = search.settings.max_iterations
+    middle = MIDDLE_PULL if search.redundancy() > 1 else 0.0
     if at_once and len(idx) > 2:
         start = np.repeat(qs[:1], len(idx) - 1, axis=0)
-        q, ok, _, _ = search.lm(idx[1:], start, start, budget)
+        q, ok, _, _ = search.lm(idx[1:], start, search.toward_middle(start, middle), budget)
         if (ok | far[idx[1:]]).all():
             qs[1:] = q
             return qs
@@ -241,7 +249,8 @@ def _chained(search: Search, idx: NDArray[np.intp], first: Array | None,
         prev = qs[i - 1]
         guess = prev if i < 2 else np.clip(
             prev + model.difference(qs[i - 2][None], prev[None])[0], model.lo, model.hi)
-        q, ok, _, _ = search.lm(idx[i:i + 1], guess[None], prev[None], budget)
+        q, ok, _, _ = search.lm(idx[i:i + 1], guess[None],
+                                search.toward_middle(prev[None], middle), budget)
         if not ok[0]:  # a long way: without the pull, and slower to give up
             res = levenberg_marquardt(model, problem, prev[None], budget, rows=idx[i:i + 1],
                                       stall_window=SLOW_STALL_WINDOW)
