@@ -1,8 +1,8 @@
 """The grid's tracking on a first pass with a retry behind it (``candidates.QUICK_BUDGET``)
 and its random re-seeding near a lane's end (``candidates.RESEED_TAIL``).
 
-arm7 (seven hinges, full pose: a self-motion of one dimension) on smooth paths of the
-test generator. Frames: world; metres, radians."""
+arm7 (seven hinges, full pose: a self-motion of one dimension; position only: four) on
+smooth paths of the test generator. Frames: world; metres, radians."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from fixtures import arm7_path, largest_step, relaxed_passes
 def tracking_budgets(monkeypatch: pytest.MonkeyPatch, stalls: bool = False) -> list[list[Any]]:
     """Per pass of the planner (``plan.ladder_path``), the budgets its searches' LM runs
     were given (None: ``search.TRACK_ITERATIONS``), in order; with ``stalls``, each as
-    (budget, stall rule) (None: the options')."""
+    (budget, stall rule) (None: the options'). The cheap pass's runs before are left out."""
     passes: list[list[Any]] = []
     inner_pass, inner_lm = plan.ladder_path, Search.lm
 
@@ -29,7 +29,8 @@ def tracking_budgets(monkeypatch: pytest.MonkeyPatch, stalls: bool = False) -> l
 
     def lm(self: Search, rows: Any, start: Any, pull: Any, budget: int | None = None,
            frozen: Any = None, stall: Any = None) -> Any:  # fmt: skip
-        passes[-1].append((budget, stall) if stalls else budget)
+        if passes:  # not the cheap pass's, before any
+            passes[-1].append((budget, stall) if stalls else budget)
         return inner_lm(self, rows, start, pull, budget, frozen, stall)
 
     monkeypatch.setattr(plan, "ladder_path", one_pass)
@@ -159,3 +160,20 @@ def test_a_first_pass_lets_stalled_tracks_die_sooner(monkeypatch: pytest.MonkeyP
     for r in (res, plain):
         assert r.converged.all() and not r.jumps
         assert largest_step(model, r.q) < 2.0 * largest_step(model, truth)
+
+
+def test_a_wider_self_motion_is_tracked_quickly_too(monkeypatch: pytest.MonkeyPatch) -> None:
+    """arm7 with position-only targets (a self-motion of four dimensions), 300 frames
+    (seed 1, which the cheap pass leaves to the search):
+    its first pass is quick as a self-motion of one dimension's is (``QUICK_BUDGET``
+    steps under ``QUICK_STALL``), and the path is continuous: converged, no jump, a
+    largest step under twice the truth's."""
+    model, truth, targets = arm7_path(300, 1)
+    calls = tracking_budgets(monkeypatch, stalls=True)
+    res = solve_path(model, targets, [(1.0, 0.0)])
+    assert calls, "the cheap pass answered: no search to look at"
+    assert Search(model, targets, [(1.0, 0.0)], None, RobustOptions()).redundancy() == 4
+    quick = [s for b, s in calls[0] if b == candidates.QUICK_BUDGET]
+    assert quick and all(s == candidates.QUICK_STALL for s in quick)
+    assert res.converged.all() and not res.jumps
+    assert largest_step(model, res.q) < 2.0 * largest_step(model, truth)

@@ -9,9 +9,9 @@ coarse frame, from their linear extrapolation, pulled toward their previous solu
 ``MIDDLE_PULL`` of the way from it to the middle of the joints' ranges). Dead cells grow
 back from live tracks whose value of the locked column is near (the self-motion manifold
 grown along itself, each grid filling in where another folds) and from random restarts
-now and then. A quick pass (a first one, with a retry behind it) stops the tracks of a
-self-motion of one dimension that converge slowly (``QUICK_BUDGET``) or stall
-(``QUICK_STALL``); a wide one (a retry, ``plan.WIDE_RETRIES``) locks every column there.
+now and then. A quick pass (a first one, with a retry behind it) stops the tracks that
+converge slowly (``QUICK_BUDGET``) or stall (``QUICK_STALL``); a wide one (a retry,
+``plan.WIDE_RETRIES``) locks every column of a self-motion of one dimension.
 Segments of the coarse frames are tracked side by side (lanes) both ways where the
 self-motion has one dimension; with more a grid cell is not a point, lanes would meet
 where their tracks differ, and the whole clip is one lane. Without redundancy the cells
@@ -62,12 +62,16 @@ MIDDLE_PULL = 0.3
 # the share (0..1) of a search's progress the grid tracks take (the ladder's bookkeeping
 # and its rounds follow: ladder.py)
 GRID_SHARE = 0.55
-# a quick pass (the first of a solve with a retry behind it) on a self-motion of one
-# dimension stops a tracking step after this many iterations: most tracks still off
-# target by then die anyway (and their tail runs in nearly empty batches); the few that
-# would converge slowly are near a singular pose, where a retry tracks with the full
-# budget (bench/run.py's 11 flip-bench paths, 2,000 frames: 27.6 -> 24.3 iterations a
-# frame, no flips either way)
+# a quick pass (the first of a solve with a retry behind it) stops a tracking step after
+# this many iterations: most tracks still off target by then die anyway (and their tail
+# runs in nearly empty batches); the few that would converge slowly are near a singular
+# pose, where a retry tracks with the full budget (bench/run.py's 11 flip-bench paths,
+# 2,000 frames: 27.6 -> 24.3 iterations a frame, no flips either way). So on any
+# self-motion (bench/self_motion.py, 600 frames: two arm7s on a solved turntable, seeds
+# 1-80, 4 clips over twice the truth's largest step, 14 frames, up to 2.13x, in 136.8 s
+# -> 2 clips, 4 frames, up to 2.14x, in 109.0 s; position-only arm7, seeds 1-60, none
+# either way, 31.7 -> 25.2 s; the humanoid arm, the prismatic chain and two hands on a
+# spine the same within noise; before, the first pass was quick on one dimension alone)
 QUICK_BUDGET = 6
 # ... where a track also dies once its error's energy (its square) has not fallen below
 # QUICK_STALL[1] of itself in QUICK_STALL[0] iterations (the options' rule: 0.5 in 4): a
@@ -215,7 +219,7 @@ class GridTracks:
         lengths = np.array([len(lane) for lane in lanes])
         steps = int(lengths.max())
         middle = MIDDLE_PULL if sr.redundancy() > 1 else 0.0
-        quick = self.quick and sr.redundancy() == 1
+        quick = self.quick
         travel = np.r_[0.0, np.cumsum(sr.motion())] if quick else None  # targets' motion
         before = np.zeros(nl, dtype=np.intp)
         for i in range(steps):
