@@ -226,12 +226,9 @@ def test_turntable_tracks_without_the_middle_pull_flip(monkeypatch) -> None:
     assert ratio > 2.0
 
 
-def test_a_self_motion_of_three_dimensions_locks_more_columns(monkeypatch) -> None:
-    """Where the self-motion has two or three dimensions the grid locks
-    ``FREE_SHARE`` of the solved columns (6 of the turntable's 15), not ``free_count``
-    (4): seed 14's 600 frames stepped 2.5x the true largest step with 4 (bench/
-    self_motion.py, 80 clips: 10 over 2x with 4 columns, 4 with 6, the worst 2.5x ->
-    2.1x)."""
+def locked_counts(monkeypatch) -> list[int]:
+    """The list each grid's ``Search.free_columns`` call appends the number of columns
+    it asks for to, from now on."""
     counts: list[int] = []
     free_columns = Search.free_columns
 
@@ -240,6 +237,16 @@ def test_a_self_motion_of_three_dimensions_locks_more_columns(monkeypatch) -> No
         return free_columns(self, sols, frame, count)
 
     monkeypatch.setattr(Search, "free_columns", recorded)
+    return counts
+
+
+def test_a_self_motion_of_three_dimensions_locks_more_columns(monkeypatch) -> None:
+    """Where the self-motion has two or three dimensions the grid locks
+    ``FREE_SHARE`` of the solved columns (6 of the turntable's 15), not ``free_count``
+    (4): seed 14's 600 frames stepped 2.5x the true largest step with 4 (bench/
+    self_motion.py, 80 clips: 10 over 2x with 4 columns, 4 with 6, the worst 2.5x ->
+    2.1x)."""
+    counts = locked_counts(monkeypatch)
     ratio, _ = turntable_bake(14, 600)
     assert counts and set(counts) == {6}
     assert ratio < 2.0
@@ -254,14 +261,7 @@ def test_other_self_motions_lock_free_count_columns(monkeypatch) -> None:
     """A self-motion of one dimension (arm7, full pose) or of more than three (two hands
     on a spine, full pose: eight) locks ``free_count`` columns: there more cost time
     without changing the flips (module constants' note)."""
-    counts: list[int] = []
-    free_columns = Search.free_columns
-
-    def recorded(self, sols, frame, count):
-        counts.append(count)
-        return free_columns(self, sols, frame, count)
-
-    monkeypatch.setattr(Search, "free_columns", recorded)
+    counts = locked_counts(monkeypatch)
     cases = [(parse_skeleton(json.loads(Path(ARM7).read_text())), ["Tool"], 1),
              (parse_skeleton(two_hands_on_a_spine()), ["LHand", "RHand"], 8)]
     for defn, effectors, dimensions in cases:
