@@ -15,8 +15,8 @@ coarse frames' pulls are moved ``candidates.MIDDLE_PULL`` of the way toward the 
 of the ranged joints' limits, as the grid's tracks' are: pulled toward the last pose
 alone, a track drifts along the self-motion into a limit and turns fast there
 (bench/self_motion.py's two hands on a spine, 60 clips of 600 frames, position only and
-full pose: 8 and 4 frames over twice the truth's largest step, up to 2.18x, in 12.9 and
-16.4 s; with the pull none, up to 1.74x and 1.90x, in 4.0 and 2.9 s; position-only arm7
+full pose: 8 and 4 frames over twice the truth's largest step, up to 2.18x, in 13.6 and
+17.0 s; with the pull none, up to 1.74x and 1.90x, in 4.0 and 3.1 s; position-only arm7
 none either way, up to 1.86x -> 1.58x; a humanoid arm none either way, but up to 1.74x
 -> 1.94x, its mean 1.18x -> 1.29x. A pull of 0.1 left 11 such frames on position-only
 arm7).
