@@ -36,7 +36,7 @@ from .judge import (
     windows,
 )
 from .ladder import ladder_path
-from .relax import relax_peaks
+from .relax import WIDE_WINDOW, WINDOW, relax_peaks
 from .search import PathResult, Search, frame_steps, jump_frames
 from .stretches import (
     fast_steps,
@@ -175,10 +175,13 @@ def _plan(model: BatchedKinematics, targets: Array,
             progress(1.0)
         return cheap
 
+    window = WIDE_WINDOW if search.redundancy() > 1 else WINDOW
+
     def relaxed(path: PathResult) -> PathResult:
         """Every pass's path has its peaks relaxed before it is judged (``relax``): a
-        jump the relaxing removes needs no retry."""
-        return relax_peaks(model, search.problem, path, opts.flip_factor)
+        jump the relaxing removes needs no retry. Where the self-motion has more than
+        one dimension, against a wider stretch of the path (``relax.WIDE_WINDOW``)."""
+        return relax_peaks(model, search.problem, path, opts.flip_factor, window=window)
 
     far = search.problem.out_of_reach()  # frames no pass can converge on
     # a first pass that already misses a stretch out of reach stops there: the clip is
