@@ -29,8 +29,8 @@ WINDOW = 10  # ... the median of this many steps on each side
 # 20-30 frames at 1.4-2.1x the truth's largest step), whose own steps are the 10 around
 # each of its steps; against 60 the hump stands out and is spread over the frames
 # around it (bench/self_motion.py's turntable clips, seeds 1-80: 2 over twice the
-# truth's largest step, up to 2.14x, -> none, up to 1.93x, in the same time; the other
-# cases' largest steps the same)
+# truth's largest step, up to 2.14x, -> none, up to 1.93x, in the same time; its other
+# cases, seeds 1-40, the same largest steps, the position-only ones in 7 % more time)
 WIDE_WINDOW = 60
 ROUNDS = 8  # rounds of relaxing the peaks, at most
 RELAX_ITERATIONS = 12  # LM budget of a frame in a round
