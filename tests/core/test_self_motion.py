@@ -262,8 +262,8 @@ def test_a_hump_along_a_wide_self_motion_is_relaxed(monkeypatch) -> None:
     hump of fast steps, which the relaxing measures against the 60 steps on each side
     (``relax.WIDE_WINDOW``): the turntable's seed 45 (600 frames) then steps under twice
     the truth's largest step (1.93x); against the 10 steps of a one-dimensional
-    self-motion's peaks (``relax.WINDOW``) its hump stays (2.14x: an arm's J6 turning
-    1.4-2.1x the truth's largest step over 20 frames)."""
+    self-motion's peaks (``relax.WINDOW``) its hump stays (2.14x: the left arm's J5
+    turning 1.4-2.1x the truth's largest step over 20 frames)."""
     ratio, _ = turntable_bake(45, 600)
     assert ratio < 2.0
     monkeypatch.setattr(plan, "WIDE_WINDOW", relax.WINDOW)
