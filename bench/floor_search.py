@@ -44,6 +44,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from dhik.app.formats import parse_skeleton
 from dhik.solver.lm import Problem, levenberg_marquardt
 from dhik.solver.lm.starts import random_starts
 from dhik.solver.path import solve_path
@@ -72,7 +73,8 @@ SEED_BUDGET, TRACK_BUDGET, FILL_BUDGET = 20, 8, 15  # LM iterations
 def lm(model: Any, problem: Problem, rows: np.ndarray, start: np.ndarray, budget: int,
        frozen: np.ndarray | None = None, pull: np.ndarray | None = None
        ) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
-    """The engine's LM on problem rows ``rows`` (frames) from ``start`` (k, n)."""
+    """The engine's LM on problem rows ``rows`` (frames) from ``start`` (k, n) (rad):
+    the answers (k, n) (rad) and whether each converged (k,)."""
     if len(rows) == 0:
         return np.zeros((0, model.n)), np.zeros(0, dtype=bool)
     res = levenberg_marquardt(model, problem, start, budget, rows=rows, pull=pull,
@@ -93,7 +95,8 @@ def columns(model: Any, problem: Problem, count: int, rng: np.random.Generator) 
 
 def candidates(model: Any, problem: Problem, coarse: np.ndarray, cols: list[int], grid: int,
                rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
-    """Grid tracks over the coarse frames (step 2): coordinates (C, S, n), converged (C, S)."""
+    """Grid tracks over the coarse frames (step 2): coordinates (C, S, n) (rad),
+    converged (C, S)."""
     c = len(coarse)
     parts = max(1, min(LANES, (c - 1) // LANE_FRAMES))
     bounds = np.linspace(0, c - 1, parts + 1).round().astype(int)
@@ -164,7 +167,7 @@ def candidates(model: Any, problem: Problem, coarse: np.ndarray, cols: list[int]
 
 def viterbi(dist: list[np.ndarray], banned: set[tuple[int, int, int]]) -> list[int] | None:
     """One candidate per coarse frame, the sum of squared steps least (step 3): ``dist[j]``
-    (candidates of coarse frame ``j + 1`` by those of ``j``) the squared steps, no edge
+    (candidates of coarse frame ``j + 1`` by those of ``j``) the squared steps (rad^2), no edge
     ``(j, a, b)`` (candidate ``a`` of coarse frame ``j`` to ``b`` of ``j + 1``) in
     ``banned``. Candidate indices per coarse frame, or None where no path is left."""
     by_frame: dict[int, list[tuple[int, int]]] = {}
@@ -280,11 +283,14 @@ def clips(scene: Scene, paths: int, loop: bool) -> list[tuple[str, np.ndarray]]:
     return out
 
 
-def judge(q: np.ndarray, ok: np.ndarray, truth: np.ndarray) -> tuple[int, int, float]:
-    """Flip frames (a joint's step over twice the truth's largest), frames missed, and
-    the largest step over the truth's."""
+def judge(model: Any, q: np.ndarray, ok: np.ndarray, truth: np.ndarray
+          ) -> tuple[int, int, float]:  # fmt: skip
+    """Of a path ``q`` (F, n) (rad) and its converged frames ``ok`` (F,) against the
+    joint path that made the targets ``truth`` (F, n) (rad): flip frames (a joint's step
+    over twice the truth's largest), frames missed, and the largest step over the
+    truth's (steps as ``model.difference`` takes them, as bench/held_out.py does)."""
     true_step = np.abs(np.diff(truth, axis=0)).max()
-    steps = np.abs(np.diff(q, axis=0)).max(axis=1)
+    steps = np.abs(model.difference(q[:-1], q[1:])).max(axis=1)
     return int((steps > 2 * true_step).sum()), int((~ok).sum()), float(steps.max() / true_step)
 
 
@@ -303,8 +309,6 @@ def main(argv: list[str] | None = None) -> int:
     eng = Engine(scene)
     spec = DhikCompiled("dhik compiled")
     spec.setup(scene)
-    from dhik.app.formats import parse_skeleton
-
     model = Counted(parse_skeleton(scene.skeleton), [scene.effector])
     configs = [tuple(int(x) for x in c.split("x")) for c in args.configs.split(",")]
     rows_out: dict[str, list[tuple[float, float, int, int, float]]] = {}
@@ -325,7 +329,7 @@ def main(argv: list[str] | None = None) -> int:
         t0 = time.perf_counter()
         res = solve_path(model, targets[:, None], settings=eng.s)
         us = (time.perf_counter() - t0) / frames * 1e6
-        flips, miss, ratio = judge(res.q, res.converged, truth)
+        flips, miss, ratio = judge(model, res.q, res.converged, truth)
         rows_out.setdefault("engine (solve_path)", []).append(
             (us, model.rows / frames, flips, miss, ratio))
         rows_out.setdefault("compiled spec DLS, warm", []).append((spec_us, 0.0, 0, 0, 0.0))
@@ -339,7 +343,7 @@ def main(argv: list[str] | None = None) -> int:
             if got is None:
                 flips, miss, ratio = -1, frames, float("inf")
             else:
-                flips, miss, ratio = judge(got[0], got[1], truth)
+                flips, miss, ratio = judge(model, got[0], got[1], truth)
             rows_out.setdefault(f"minimal {count}x{grid}", []).append(
                 (us, model.rows / frames, flips, miss, ratio))
         print(f"{name}: " + ", ".join(f"{k} {v[-1][0]:.0f} µs {v[-1][2]} flips {v[-1][3]} missed"

@@ -124,7 +124,6 @@ def test_the_cheap_pass_pulls_toward_the_middle_of_the_ranges(monkeypatch) -> No
     600 frames (seed 39): 2.18x the truth's largest step without the pull, 1.49x with it,
     both answered by the cheap pass (no search)."""
     import dhik.solver.path.cheap as cheap
-    import dhik.solver.path.plan as plan
 
     def no_search(*args, **kwargs):
         raise AssertionError("the cheap pass's answer was not kept")
