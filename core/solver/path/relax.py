@@ -34,6 +34,10 @@ WINDOW = 10  # ... the median of this many steps on each side
 WIDE_WINDOW = 60
 ROUNDS = 8  # rounds of relaxing the peaks, at most
 RELAX_ITERATIONS = 12  # LM budget of a frame in a round
+# ... which stops once an accepted step lowers its energy (targets and the pull toward the
+# midpoint) by less than this share of it: pulled toward a posture a row never meets, it
+# ran the whole budget where its answer moved less than 1e-9 rad after four iterations
+RELAX_STATIONARY = 1e-6
 
 
 def relax_peaks(model: BatchedKinematics, problem: Problem, path: PathResult,
@@ -75,7 +79,7 @@ def relax_peaks(model: BatchedKinematics, problem: Problem, path: PathResult,
             posture = np.zeros((frames, model.n))
             posture[rows] = mid
             res = levenberg_marquardt(model, problem.with_posture(posture), q[rows], budget,
-                                      rows=rows)
+                                      rows=rows, stationary=RELAX_STATIONARY)
             path.iterations[rows] += res.iterations
             old = np.maximum(pair_steps(model, before, q[rows], solved),
                              pair_steps(model, q[rows], after, solved))
