@@ -35,8 +35,9 @@ Array = NDArray[np.float64]
 CANDIDATES = 1  # tracks per grid cell
 BRANCHES = 4  # tracks of a chain without redundancy (no grid)
 # segments of the coarse frames tracked side by side, at most: 16 lanes of 128 slots both
-# ways make batches of about 4,096 rows, where an LM row costs least (bench/floor.py); on
-# long clips they are shorter, so fewer tracks must live through all of one (arm7,
+# ways make batches of up to 4,096 rows, where an LM row costs least (bench/floor.py; the
+# live tracks of B's, 2,000 frames, make about 600 a step); on long clips they are
+# shorter, so fewer tracks must live through all of one (arm7,
 # 5,000-frame test-generator clips, seeds 1-32, both with the quick first pass: with 8
 # lanes 5 flipped, one by 115x, with 16 lanes 2, by 2.03x and 3.46x; a third less time)
 LANES = 16
