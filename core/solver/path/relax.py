@@ -18,12 +18,19 @@ from numpy.typing import NDArray
 from ..kinematics import BatchedKinematics
 from ..lm.loop import levenberg_marquardt
 from ..lm.problem import Problem
-from .search import PathResult, frame_steps, jump_frames, local_steps, pair_steps
+from .search import (
+    LOCAL_WINDOW,
+    PathResult,
+    frame_steps,
+    jump_frames,
+    local_steps,
+    pair_steps,
+)
 
 Array = NDArray[np.float64]
 
 PEAK = 1.2  # a step this many times the local median step of the path is a peak
-WINDOW = 10  # ... the median of this many steps on each side
+WINDOW = LOCAL_WINDOW  # ... the median of this many steps on each side (10)
 # ... and of this many where the self-motion has more than one dimension: there a path
 # travels along it in a hump of fast steps, not one (two arm7s on a solved turntable:
 # 20-30 frames at 1.4-2.1x the truth's largest step), whose own steps are the 10 around

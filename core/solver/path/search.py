@@ -28,6 +28,7 @@ SEED_ITERATIONS = 60  # LM budget of a seed's restart
 # clip's average motion capped at 2x, 57 µs and at most 1.59x; uncapped, 61 µs (the
 # Blender bake's 5,000-frame clip, a span of 79 frames, then took a retry)
 SLOW_STRIDE = 2.0
+LOCAL_WINDOW = 10  # steps on each side a step's pace is measured against (local_steps)
 
 
 class Search:
@@ -326,7 +327,7 @@ def frame_steps(model: BatchedKinematics, q: Array, solved: NDArray[np.bool_]) -
     return np.max(np.abs(d), axis=1, initial=0.0)
 
 
-def local_steps(steps: Array, window: int = 10) -> Array:
+def local_steps(steps: Array, window: int = LOCAL_WINDOW) -> Array:
     """Per step (``steps`` (F-1,)) the median of the ``window`` steps on each side, itself
     left out (rad or m): how fast the path moves around it."""
     if len(steps) == 0:
