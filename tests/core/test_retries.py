@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from dhik.solver.path import judge, plan, solve_path
 from dhik.solver.path.search import Search
-from dhik.solver.settings import RobustOptions
+from dhik.solver.settings import RobustOptions, SolverSettings
 from fixtures import (
     arm7_path,
     arm7_ramped,
@@ -134,6 +134,28 @@ def test_a_swing_short_of_a_retry_has_its_window_planned_once_more(
     monkeypatch.setattr(judge, "SWING_SPIKE", 0.0)
     left = solve_path(model, targets)
     assert largest_step(model, left.q) > 1.8 * true_step
+
+
+def test_a_swing_its_windows_leave_has_the_whole_clip_planned_once_more(
+        monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    """arm7, 2,000 frames, seed 533, at the CLI's tolerances (1e-3 m, 0.1 rad): the
+    retries leave every frame solved without a jump, but with a swing along the
+    self-motion (frames 330-420, the fifth joint turning at up to 2.31 times the truth's
+    largest step) that stands out 1.98 times the upper quartile of the path's steps. Its
+    windows' plan (``SWING_SPIKE``) keeps it: the path outside them leads into it. The
+    whole clip planned once more at the first retry's density (``WHOLE_SWING_SPIKE``)
+    keeps no step over 1.5 times the truth's. Without that pass the swing stays."""
+    model, truth, targets = arm7_path(2000, 533)
+    true_step = largest_step(model, truth)
+    planned = planned_passes(monkeypatch)
+    res = solve_path(model, targets, settings=SolverSettings())
+    assert res.converged.all() and not res.jumps
+    assert planned[-1] == 2000  # the last pass planned the whole clip
+    assert largest_step(model, res.q) < 1.5 * true_step
+    monkeypatch.setattr(plan, "WHOLE_SWING_SPIKE", float("inf"))
+    left = solve_path(model, targets, settings=SolverSettings())
+    assert left.converged.all() and not left.jumps
+    assert largest_step(model, left.q) > 2.0 * true_step
 
 
 def test_frames_out_of_reach_are_not_searched_again_but_followed(

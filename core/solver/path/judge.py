@@ -43,21 +43,30 @@ MEND_SHARE_FAR = 0.25
 # 2.01 -> 1.91, at 11 % and 9 %; the flip bench, B and the loop take none. As the
 # retries' test, 1.8 cost as much and kept more whole-clip passes: one path 7x its time)
 SWING_SPIKE = 1.8
+# a swing that still stands out this much after its windows' plan (the path outside
+# them leads into it, on another part of the self-motion) has the whole clip planned
+# once more at the first retry's density, the better path kept: arm7 at the CLI's
+# tolerances (1e-3 m, 0.1 rad), bench/held_out.py's generator, 2,000-frame paths seeds
+# 500-539: two clips, 2.31 -> 1.16 and 1.91 -> 1.11 times the truth's largest step, in
+# 1.45x and 1.73x their time; 5,000-frame loops seeds 100-111: none. At 1.8 loop 104
+# took it too (1.52 -> 1.12, in 3.5x its time). At B's tolerances none of 30 paths
+WHOLE_SWING_SPIKE = 1.9
 
 
-def swing_frames(model: BatchedKinematics, path: PathResult, far: NDArray[np.bool_]
-                 ) -> list[int]:  # fmt: skip
+def swing_frames(model: BatchedKinematics, path: PathResult, far: NDArray[np.bool_],
+                 spike: float = SWING_SPIKE) -> list[int]:  # fmt: skip
     """The frames of ``path`` (solved wherever reachable, none :func:`rough_frames`)
     whose steps stand out over ``SWING_SPIKE`` times the upper quartile of its steps,
     for one more plan of their windows; none where there are too many to mend in
-    windows (:func:`windows`; ``far`` (F,): the frames beyond reach). A swing the
+    windows (:func:`windows`; ``far`` (F,): the frames beyond reach); ``spike``:
+    instead of ``SWING_SPIKE``. A swing the
     retries' test (``SPIKE``) lets pass can still move a joint over twice as fast as
     the targets need: bench/held_out.py's ramp seed 404 before its ramp, frames 560-920
     on another part of the self-motion, 2.0 rad from the truth, 2.26x its largest
     step."""
     if not SWING_SPIKE or not (path.converged | far).all() or rough_frames(model, path, far):
         return []
-    swings = rough_frames(model, path, far, SWING_SPIKE)
+    swings = rough_frames(model, path, far, spike)
     return swings if windows(swings, far) else []
 
 

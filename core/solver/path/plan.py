@@ -29,6 +29,7 @@ from ..settings import RobustOptions, SolverSettings
 from .cheap import cheap_pass
 from .fill import SLOW_STALL_WINDOW
 from .judge import (
+    WHOLE_SWING_SPIKE,
     reached_steps,
     rough_frames,
     score,
@@ -93,7 +94,8 @@ def solve_path(model: BatchedKinematics, targets: ArrayLike,
     then, while frames stay rough, those of the next retry (``MEND_AGAIN``), the whole
     clip only when the last retry's windows leave frames rough. A path left with no jump
     but a swing short of rough (``judge.SWING_SPIKE``) has its windows planned once more
-    (``judge.swing_frames``). Where the targets cut (:func:`target_cuts`), the stretches
+    (``judge.swing_frames``), and the whole clip where a swing stays
+    (``judge.WHOLE_SWING_SPIKE``). Where the targets cut (:func:`target_cuts`), the stretches
     between the cuts are planned apart.
     Deterministic for a given ``options.seed``.
 
@@ -244,6 +246,12 @@ def _plan(model: BatchedKinematics, targets: Array,
         work = work + swung.iterations - best.iterations
         if score(model, swung, opts.power) < score(model, best, opts.power):
             best = swung
+        if swing_frames(model, best, far, WHOLE_SWING_SPIKE):  # the whole clip, as dense
+            again = relaxed(one_pass(*first_retry, 2 * LANE_FRAMES, (1.0, 1.0),
+                                     wide=WIDE_RETRIES))
+            work = work + again.iterations  # the pass not kept was work too
+            if score(model, again, opts.power) < score(model, best, opts.power):
+                best = again
     best.iterations = work
     if progress is not None:
         progress(1.0)
