@@ -231,6 +231,39 @@ def test_pole_bakes_of_the_clip_bench_have_no_flip_frame() -> None:
     assert max(worst) < 2.0, worst
 
 
+@pytest.mark.parametrize(("rotation", "planned"), [(0.0, 1e-5), (1.0, 1e-3)])
+def test_a_poled_path_is_planned_tightly_where_its_self_motion_has_more_dimensions(
+        monkeypatch: pytest.MonkeyPatch, rotation: float, planned: float) -> None:  # fmt: skip
+    """At the CLI's tolerances (1e-3 m, 0.1 rad), bench/clips.py's clip 1000 with its
+    fixed pole: position only (a self-motion of four dimensions without the pole) the
+    pole-free path the swing turns is planned at the engine's 1e-5 m
+    (``plan.POLED_PLAN_TIGHT``: Rigify's arm with a pole at the panel's tolerances, 0.72x
+    Blender's time instead of 1.20x, bench/LOG.md), every frame still converged as the
+    user's tolerance judges it; full pose (one dimension) at the user's."""
+    from dhik.app import bake
+    from dhik.model.skeleton import Skeleton
+    from dhik.solver.path import plan
+    from dhik.solver.settings import SolverSettings
+
+    tolerances: list[float] = []
+    inner = plan._plan
+
+    def recorded(model: Any, targets: Any, weights: Any, settings: Any, *args: Any,
+                 **kwargs: Any) -> Any:  # fmt: skip
+        tolerances.append(settings.position_tolerance)
+        return inner(model, targets, weights, settings, *args, **kwargs)
+
+    monkeypatch.setattr(plan, "_plan", recorded)
+    ms, _, _, targets = _bench_clip(1000, 120)
+    track = bake.EffectorTrack("Tool", list(targets), 1.0, rotation,
+                               pole=[(0, [0.6, 0.0, 1.2])])
+    res = bake.simulate(Skeleton(parse_skeleton(ms.ARM7)), [track],
+                        settings=SolverSettings(), method="robust")
+    assert tolerances[0] == planned
+    assert res.converged_count == len(targets)
+    assert max(r.position_error for r in res.records) < 1e-3
+
+
 def test_a_frame_swung_part_way_keeps_its_plan_where_its_solve_lands_far(
         monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
     """bench/clips.py's clip 17 (sample_scenes' arm7 and smooth path generator, seed 1017,

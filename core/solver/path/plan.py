@@ -24,7 +24,7 @@ from numpy.typing import ArrayLike, NDArray
 from ..kinematics import BatchedKinematics
 from ..lm.loop import levenberg_marquardt
 from ..lm.poles import PoleSet
-from ..lm.problem import Problem
+from ..lm.problem import ENGINE_SETTINGS, Problem
 from ..settings import RobustOptions, SolverSettings
 from .cheap import cheap_pass
 from .fill import SLOW_STALL_WINDOW
@@ -80,6 +80,19 @@ WIDE_RETRIES = True
 # tolerances (2,000-frame paths 500-539, 5,000-frame loops 100-111) and at B's (paths
 # 200-223): none. 0: no such pass
 REDRAW = 1
+# with poles on a self-motion of more than one dimension (without them), the pole-free
+# path the swing turns toward them is planned at the engine's tolerances
+# (``problem.ENGINE_SETTINGS``, 1e-5 m and 1e-4 rad) where the user's are looser (its
+# frames converged as the user's judge them): planned loosely, its frames wander within
+# the tolerance along the dimensions a pole does not fix, and the swing relaxes the
+# peaks that leaves. Rigify's human arm with a pole, position only (bench/characters.py,
+# 30 clips of 160 frames, seeds 101-130), at the panel's tolerances (1e-3 m, 0.1 rad):
+# dhik's bake 1.20x -> 0.72x Blender's IK + Bake Action in the same run (its core solve
+# 0.135 -> 0.066 s a clip), the largest per-bone step 2.29 -> 1.03x the reference's, the
+# elbow 0.054 -> 0.010 m off its reference's; at the bench's 1e-4 m the same answers.
+# arm7 full pose (one dimension) keeps the user's: planned tightly, its fixed pole's
+# swivel on bench/clips.py speeds up to 3.4x on 2 of 20 clips, as at 1e-5 m
+POLED_PLAN_TIGHT = True
 
 
 def solve_path(model: BatchedKinematics, targets: ArrayLike,
@@ -93,7 +106,9 @@ def solve_path(model: BatchedKinematics, targets: ArrayLike,
     """Solve a trajectory: ``targets`` (F, m, 4, 4) world transforms (metres), one per
     frame and effector; ``held`` (F, n): the values of the model's held columns per
     frame (rad, m; None: the T-pose), which the path keeps and its motion leaves out;
-    ``poles`` per frame (:mod:`..lm.poles`). Returns per-frame coordinates, convergence,
+    ``poles`` per frame (:mod:`..lm.poles`; the path is planned without them, on a
+    self-motion of more than one dimension at least as tightly as ``POLED_PLAN_TIGHT``
+    says, and swung toward them). Returns per-frame coordinates, convergence,
     errors, and the frames where no continuous path was found. When a solve leaves
     jumps, steps that stand out of the clip's (``judge.rough_frames``) or unconverged
     frames within reach, it is done again with coarse frames twice as dense (up to
@@ -128,10 +143,22 @@ def solve_path(model: BatchedKinematics, targets: ArrayLike,
     targets = np.asarray(targets, dtype=float)
     if poles is not None:  # planned without them, then swung toward them (``swing``)
         tick = None if progress is None else (lambda x: progress(0.9 * x))
-        path = _plan(model, targets, weights, settings, opts, start, before, after, held,
-                     tick)
-        poled = Problem(model, targets, weights, settings, opts, held, poles)
         plain = Search(model, targets, weights, settings, opts, held)  # its problem's
+        user = plain.problem.settings
+        tight = POLED_PLAN_TIGHT and plain.redundancy() > 1 and (
+            user.position_tolerance > ENGINE_SETTINGS.position_tolerance
+            or user.orientation_tolerance > ENGINE_SETTINGS.orientation_tolerance)
+        planned = replace(user, position_tolerance=min(
+            user.position_tolerance, ENGINE_SETTINGS.position_tolerance),
+            orientation_tolerance=min(user.orientation_tolerance,
+                                      ENGINE_SETTINGS.orientation_tolerance)) \
+            if tight else settings
+        path = _plan(model, targets, weights, planned, opts, start, before, after, held,
+                     tick)
+        if tight:  # converged as the user's tolerances judge it (the swing leaves the rest)
+            path.converged = plain.problem.badness(path.position_error,
+                                                   path.orientation_error) < 1.0
+        poled = Problem(model, targets, weights, settings, opts, held, poles)
         out = swing_to_poles(model, poled, plain.problem, path, start is not None or
                              before is not None, after is not None, opts.flip_factor,
                              target_cuts(plain))
