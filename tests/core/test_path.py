@@ -569,6 +569,33 @@ def test_a_jump_the_first_retry_leaves_gets_a_denser_one(
     assert not res.jumps and largest_step(model, res.q) < 1.5 * largest_step(model, truth)
 
 
+def test_a_hump_of_the_cheap_pass_has_the_clip_searched(
+        monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    """The humanoid arm, position only (a self-motion of four dimensions), 600 frames,
+    seed 233, the bake's default tolerances: the cheap pass's track humps at 2.14x the
+    truth's largest step over 30 frames, 1.67x the upper quartile of its own steps. Over
+    ``cheap.ACCEPT_SPIKE`` (1.6) the planner searches the clip instead: 1.01x. With the
+    retries' 2 (``SPIKE``) as the cheap pass's test, as before, the hump is kept."""
+    from dhik.app.bake import EffectorTrack, simulate
+    from dhik.solver.path import cheap
+
+    defn = parse_skeleton(HUMANOID_ARM)
+    model = BatchedModel(defn, ["Hand"])
+    truth = fixtures.smooth_path(model.lo, model.hi, 600, 233)
+    targets = model.transforms(truth)
+
+    def ratio() -> float:
+        track = EffectorTrack("Hand", list(enumerate(targets[:, 0])), 1.0, 0.0)
+        res = simulate(Skeleton(defn), [track], method="robust")
+        assert res.converged_count == 600 and not res.jumps
+        got = np.array([model.coordinates(f["joints"]) for f in res.frames])
+        return float(np.abs(np.diff(got, axis=0)).max() / np.abs(np.diff(truth, axis=0)).max())
+
+    assert ratio() < 1.5
+    monkeypatch.setattr(cheap, "ACCEPT_SPIKE", cheap.SPIKE)
+    assert ratio() > 2.0
+
+
 def test_a_retry_locks_every_column(monkeypatch: pytest.MonkeyPatch) -> None:
     """arm7, 1,000 frames, seed 137: the first pass (on the four columns best conditioned
     on frame 0, ``free_count``) leaves a fast swing, over twice the truth's largest
