@@ -71,12 +71,12 @@ WIDE_RETRIES = True
 # a path solved wherever reachable but still rough (``judge.rough_frames``) after every
 # retry has the whole clip planned once more as the first pass plans it, its random
 # draws (restarts, seeds of tracks) from ``options.seed`` plus this, the better path
-# kept: the turntable of
-# bench/self_motion.py (two arm7s, a self-motion of three dimensions) at the CLI's
-# tolerances, 600 frames, seeds 200-245: seed 215's retries left a swing of 6.35 times
-# the truth's largest step (its first pass a jump of 45x, which the windows' plan and
-# the whole clip's denser pass kept), the new draws 1.54 in about the same time; seed
-# 218 1.51 -> 1.39 in 1.3x its time; no other clip took it. arm7 at the CLI's
+# kept: the turntable of bench/self_motion.py (two arm7s, a self-motion of three
+# dimensions) at the CLI's tolerances, 600 frames, seeds 200-245: seed 215's retries
+# left a swing of 6.35 times the truth's largest step (its first pass a jump of 45x,
+# which the windows' plan and the whole clip's denser pass kept), the new draws 1.54 in
+# about the same time; seed 218 1.51 -> 1.39 in 1.3x its time; no other clip took it.
+# arm7 at the CLI's
 # tolerances (2,000-frame paths 500-539, 5,000-frame loops 100-111) and at B's (paths
 # 200-223): none. 0: no such pass
 REDRAW = 1
@@ -145,16 +145,13 @@ def solve_path(model: BatchedKinematics, targets: ArrayLike,
         tick = None if progress is None else (lambda x: progress(0.9 * x))
         plain = Search(model, targets, weights, settings, opts, held)  # its problem's
         user = plain.problem.settings
-        tight = POLED_PLAN_TIGHT and plain.redundancy() > 1 and (
-            user.position_tolerance > ENGINE_SETTINGS.position_tolerance
-            or user.orientation_tolerance > ENGINE_SETTINGS.orientation_tolerance)
         planned = replace(user, position_tolerance=min(
             user.position_tolerance, ENGINE_SETTINGS.position_tolerance),
             orientation_tolerance=min(user.orientation_tolerance,
-                                      ENGINE_SETTINGS.orientation_tolerance)) \
-            if tight else settings
-        path = _plan(model, targets, weights, planned, opts, start, before, after, held,
-                     tick)
+                                      ENGINE_SETTINGS.orientation_tolerance))
+        tight = POLED_PLAN_TIGHT and plain.redundancy() > 1 and planned != user
+        path = _plan(model, targets, weights, planned if tight else settings, opts, start,
+                     before, after, held, tick)
         if tight:  # converged as the user's tolerances judge it (the swing leaves the rest)
             path.converged = plain.problem.badness(path.position_error,
                                                    path.orientation_error) < 1.0
@@ -267,8 +264,7 @@ def _plan(model: BatchedKinematics, targets: Array,
                                      spots, far, first, last, (stride, motion), tick,
                                      WIDE_RETRIES))
             work = work + mended.iterations - best.iterations  # the windows' passes
-            if score(model, mended, opts.power) < score(model, best, opts.power):
-                best = mended
+            best = _better(model, opts, best, mended)
             if not (best.converged | far).all():
                 # frames the windows' denser search did not reach: the whole clip's, as
                 # dense, would not either (its candidates there are the same grid's)
@@ -280,8 +276,7 @@ def _plan(model: BatchedKinematics, targets: Array,
             lo = cut
         again = relaxed(one_pass(stride, motion, lane_frames, (lo, hi), wide=WIDE_RETRIES))
         work = work + again.iterations  # the pass not kept was work too
-        if score(model, again, opts.power) < score(model, best, opts.power):
-            best = again
+        best = _better(model, opts, best, again)
     if REDRAW and opts.retries > 0 and (best.converged | far).all() \
             and rough_frames(model, best, far):
         # solved everywhere within reach but rough after every retry: the whole clip
@@ -291,25 +286,28 @@ def _plan(model: BatchedKinematics, targets: Array,
         again = relaxed(one_pass(*first_pass, LANE_FRAMES, (1.0, 1.0), wide=wide,
                                  draw=REDRAW))
         work = work + again.iterations  # the pass not kept was work too
-        if score(model, again, opts.power) < score(model, best, opts.power):
-            best = again
+        best = _better(model, opts, best, again)
     swings = swing_frames(model, best, far) if opts.retries > 0 else []
     if swings:  # at the first retry's density
         swung = relaxed(_mended(model, targets, weights, settings, opts, held, best, swings,
                                 far, first, last, first_retry, None, WIDE_RETRIES))
         work = work + swung.iterations - best.iterations
-        if score(model, swung, opts.power) < score(model, best, opts.power):
-            best = swung
+        best = _better(model, opts, best, swung)
         if swing_frames(model, best, far, WHOLE_SWING_SPIKE):  # the whole clip, as dense
             again = relaxed(one_pass(*first_retry, 2 * LANE_FRAMES, (1.0, 1.0),
                                      wide=WIDE_RETRIES))
             work = work + again.iterations  # the pass not kept was work too
-            if score(model, again, opts.power) < score(model, best, opts.power):
-                best = again
+            best = _better(model, opts, best, again)
     best.iterations = work
     if progress is not None:
         progress(1.0)
     return best
+
+
+def _better(model: BatchedKinematics, opts: RobustOptions, best: PathResult,
+            other: PathResult) -> PathResult:
+    """``other`` where it scores lower than ``best`` (``judge.score``), else ``best``."""
+    return other if score(model, other, opts.power) < score(model, best, opts.power) else best
 
 
 def _between_cuts(model: BatchedKinematics, targets: Array,
