@@ -15,6 +15,7 @@ Frames: world; units: metres, radians. It implements ``solver.kinematics.Batched
 
 from __future__ import annotations
 
+import copy
 import math
 from collections.abc import Mapping
 from functools import cached_property
@@ -171,6 +172,8 @@ class BatchedModel:
                                      for i in below)
         # per column: a hinge angle without limits (within +-SEARCH_LIMIT rad), whose
         # value matters modulo a turn
+        self.hinges = np.zeros(self.n, dtype=bool)  # per column: a revolute joint's angle
+        self.hinges[[c for _, c, kind in self._one_dof if kind == REVOLUTE]] = True
         self.wraps = (self.kinds == REVOLUTE) & (np.abs(self.lo) > SEARCH_LIMIT) \
             & (np.abs(self.hi) > SEARCH_LIMIT) & ~self.held
         self._all_cols = np.arange(self.n)
@@ -375,6 +378,17 @@ class BatchedModel:
         return out
 
     # -- configuration space -----------------------------------------------------------
+    def with_turns_free(self, cols: NDArray[np.bool_]) -> BatchedModel:
+        """This model with the hinge columns ``cols`` (n,) without limits: their values
+        matter modulo a turn (``wraps``). The same FK; a copy."""
+        out = copy.copy(self)
+        for name in ("_plan", "_folded_plan", "_anchor_plan"):  # built from ``wraps``
+            out.__dict__.pop(name, None)
+        out.lo = np.where(cols, -np.inf, self.lo)
+        out.hi = np.where(cols, np.inf, self.hi)
+        out.wraps = self.wraps | (cols & self.hinges & ~self.held)
+        return out
+
     def recentre(self, q: Array) -> Array:
         """``q`` (n, k) with every rotation vector longer than ``charts.RECENTRE`` replaced
         by its rotation's shorter one (the same pose; a copy where anything changed)."""

@@ -139,6 +139,7 @@ class BatchedKinematics(Protocol):
     held: NDArray[np.bool_]  # columns whose values come from outside (per problem)
     paths: NDArray[np.bool_]  # (effectors + points, n): the columns that move each
     wraps: NDArray[np.bool_]  # hinge angles without limits (their value modulo a turn)
+    hinges: NDArray[np.bool_]  # revolute joints' angles (not a spherical joint's)
     rotvec_starts: NDArray[np.int_]  # first column of each rotation vector (ROTVEC triple)
 
     def prefix_t(self, q: Array) -> Array | None:
@@ -175,6 +176,11 @@ class BatchedKinematics(Protocol):
 
     def recentre(self, q: Array) -> Array:
         """``q`` (n, k) with every chart kept away from its singularity (same poses)."""
+        ...
+
+    def with_turns_free(self, cols: NDArray[np.bool_]) -> BatchedKinematics:
+        """The same model with the hinge columns ``cols`` (n,) without limits (values
+        modulo a turn: ``wraps``)."""
         ...
 
     def nearest(self, ref: Array, q: Array) -> Array:

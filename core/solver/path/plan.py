@@ -47,6 +47,7 @@ from .stretches import (
     target_cuts,
 )
 from .swing import swing_to_poles
+from .turns import wide_hinges, within_limits
 
 Array = NDArray[np.float64]
 
@@ -141,6 +142,30 @@ def solve_path(model: BatchedKinematics, targets: ArrayLike,
     every batch of LM iterations); an exception raised in it ends the solve."""
     opts = options or RobustOptions()
     targets = np.asarray(targets, dtype=float)
+    wide = wide_hinges(model)
+    if not wide.any():
+        return _solve(model, targets, weights, settings, opts, start, before, after, held,
+                      poles, progress)
+    # searched free, modulo a turn, then moved within the limits (``turns``)
+    free = _solve(model.with_turns_free(wide), targets, weights, settings, opts, start,
+                  before, after, held, poles, progress)
+    fixed = start is not None or before is not None or after is not None
+    q = within_limits(model, free.q, wide, fixed)
+    if q is not None:
+        free.q = q
+        return free
+    again = _solve(model, targets, weights, settings, opts, start, before, after, held,
+                   poles, None)
+    again.iterations = again.iterations + free.iterations  # that search was work too
+    return again
+
+
+def _solve(model: BatchedKinematics, targets: Array,
+           weights: Sequence[tuple[float, float]] | None, settings: SolverSettings | None,
+           opts: RobustOptions, start: ArrayLike | None, before: ArrayLike | None,
+           after: ArrayLike | None, held: ArrayLike | None, poles: PoleSet | None,
+           progress: Callable[[float], None] | None) -> PathResult:  # fmt: skip
+    """:func:`solve_path` within the model's limits as they are."""
     if poles is not None:  # planned without them, then swung toward them (``swing``)
         tick = None if progress is None else (lambda x: progress(0.9 * x))
         plain = Search(model, targets, weights, settings, opts, held)  # its problem's

@@ -1,0 +1,160 @@
+"""Hinges whose limits span more than a turn (solver/path/turns.py) and chains without
+redundancy (``candidates.BRANCHES``): robots' arms baked flip-free within their limits.
+
+UR5 from example-robot-data (the ``robots`` extra; skipped without it) has five hinges
+of +-2 pi and an elbow of +-pi; its joint-limited variant +-pi everywhere. Targets are the
+FK of a smooth joint path within the limits (tests/fixtures.py ``smooth_path``); a flip
+is a step of any joint over twice the largest step of that path.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+from dhik.app.urdf import load_urdf
+from dhik.model.definition import JointDef, SkeletonDef
+from dhik.model.joint_space import BatchedModel
+from dhik.solver.path import candidates, plan, solve_path
+from dhik.solver.path.turns import wide_hinges, within_limits
+from dhik.solver.settings import SolverSettings
+from fixtures import smooth_path
+
+TURN = 2 * math.pi
+
+
+def robot(name: str) -> BatchedModel:
+    """A UR5 of example-robot-data (``ur5_robot`` or ``ur5_joint_limited_robot``), its
+    tool flange the effector."""
+    try:
+        dist = importlib.metadata.distribution("example-robot-data")
+    except importlib.metadata.PackageNotFoundError:
+        pytest.skip("example-robot-data is not installed (pip install -e '.[robots]')")
+    root = Path(str(dist.locate_file("cmeel.prefix/share/example-robot-data/robots")))
+    skel, _ = load_urdf(root / "ur_description" / "urdf" / f"{name}.urdf")
+    return BatchedModel(skel, ["ee_fixed_joint"])
+
+
+def bake(model: BatchedModel, seed: int, frames: int = 1000) -> tuple[float, np.ndarray]:
+    """The largest step of a baked smooth clip over the truth's, and its path (rad); every
+    frame converged, on target (FK of the answer) and within the limits."""
+    truth = smooth_path(model.lo, model.hi, frames, seed)
+    targets = model.transforms(truth)
+    res = solve_path(model, targets, settings=SolverSettings())
+    assert res.converged.all()
+    _, pos = model.pose(res.q)
+    assert np.abs(pos[:, 0] - targets[:, 0, :3, 3]).max() < 2e-3
+    assert np.all(res.q >= model.lo) and np.all(res.q <= model.hi)
+    steps = np.abs(np.diff(res.q, axis=0)).max(axis=1)
+    return float(steps.max() / np.abs(np.diff(truth, axis=0)).max()), res.q
+
+
+def test_a_path_is_moved_by_whole_turns_into_its_limits() -> None:
+    """By hand: limits +-2 pi and a path from 5 to 8 rad (over the upper limit) moved one
+    turn down; from -3 to 3, the middle already; from 3 to 13 rad, narrower than the range
+    (4 pi) but at no whole turn within it (one turn down it ends at 6.72, two turns down
+    it starts at -9.57); a path wrapped into (-pi, pi] is made continuous first; with its
+    turns kept, only a path already within its limits is."""
+    model = type("M", (), {"lo": np.array([-TURN, -1.0]), "hi": np.array([TURN, 1.0])})
+    cols = np.array([True, False])
+    up = np.column_stack([np.linspace(5.0, 8.0, 7), np.zeros(7)])
+    got = within_limits(model, up, cols, keep_turns=False)
+    assert got is not None
+    np.testing.assert_allclose(got[:, 0], np.linspace(5.0, 8.0, 7) - TURN)
+    assert got[:, 1].tolist() == [0.0] * 7
+    middle = np.column_stack([np.linspace(-3.0, 3.0, 7), np.zeros(7)])
+    np.testing.assert_allclose(within_limits(model, middle, cols, False), middle)
+    wide = np.column_stack([np.linspace(3.0, 13.0, 40), np.zeros(40)])
+    assert within_limits(model, wide, cols, False) is None
+    wrapped = up.copy()
+    wrapped[:, 0] = np.angle(np.exp(1j * up[:, 0]))  # 5 .. 8 rad as (-pi, pi]
+    got = within_limits(model, wrapped, cols, False)
+    assert got is not None
+    np.testing.assert_allclose(got[:, 0], np.linspace(5.0, 8.0, 7) - TURN, atol=1e-12)
+    assert within_limits(model, up, cols, keep_turns=True) is None
+    np.testing.assert_allclose(within_limits(model, middle, cols, True), middle)
+
+
+def test_which_hinges_span_more_than_a_turn() -> None:
+    """UR5's +-2 pi hinges are; its +-pi elbow (one value per angle) is not; nor any
+    hinge of the joint-limited UR5."""
+    assert wide_hinges(robot("ur5_robot")).tolist() == [True, True, False, True, True, True]
+    assert not wide_hinges(robot("ur5_joint_limited_robot")).any()
+
+
+@pytest.mark.parametrize("seed", [0, 4])
+def test_a_ur5_with_limits_of_two_turns_bakes_flip_free(seed: int) -> None:
+    """Searched modulo a turn and moved back within the limits: 1.51 and 1.05 times the
+    truth's largest step (measured; searched within the limits, 95x and 131x: a track
+    that reaches a limit dies where the same pose a turn away would go on)."""
+    ratio, _ = bake(robot("ur5_robot"), seed)
+    assert ratio < 2.0
+
+
+def test_a_ur5_searched_within_limits_of_two_turns_flips(monkeypatch) -> None:
+    """The counterfactual of the test above: without the search modulo a turn the same
+    clip (seed 0) steps far over twice the truth's largest."""
+    monkeypatch.setattr(plan, "wide_hinges", lambda model: np.zeros(model.n, dtype=bool))
+    ratio, _ = bake(robot("ur5_robot"), 0)
+    assert ratio > 10.0
+
+
+def test_a_chain_without_redundancy_tracks_all_its_branches(monkeypatch) -> None:
+    """The joint-limited UR5 has 8 branches of solutions: seed 5 tracked on 4 of them
+    (``BRANCHES`` 4) jumped 200x the truth's largest step (26 frames missed); on 16,
+    1.46x."""
+    model = robot("ur5_joint_limited_robot")
+    ratio, _ = bake(model, 5)
+    assert ratio < 2.0
+    monkeypatch.setattr(candidates, "BRANCHES", 4)
+    truth = smooth_path(model.lo, model.hi, 1000, 5)
+    res = solve_path(model, model.transforms(truth), settings=SolverSettings())
+    steps = np.abs(np.diff(res.q, axis=0)).max(axis=1)
+    assert steps.max() > 10 * np.abs(np.diff(truth, axis=0)).max()
+
+
+def test_a_given_start_keeps_its_turns() -> None:
+    """With a start pose given (the end of the part solved before), the path starts on it
+    exactly and stays in its turns: the shoulder's truth runs between -1.8 and -1.2 rad,
+    the start is the truth's first pose with the shoulder a turn up (about 4.7 rad),
+    where the path stays; moved nearest the middle of the limits (no start given) it
+    would be a turn down, where the truth is."""
+    model = robot("ur5_robot")
+    lo, hi = model.lo.copy(), model.hi.copy()
+    lo[0], hi[0] = -2.0, -1.0
+    truth = smooth_path(lo, hi, 300, 2)
+    start = truth[0] + np.array([TURN, 0.0, 0.0, 0.0, 0.0, 0.0])
+    targets = model.transforms(truth)
+    res = solve_path(model, targets, settings=SolverSettings(), start=start)
+    np.testing.assert_allclose(res.q[0], start, atol=1e-9)
+    assert res.converged.all()
+    assert np.all(res.q >= model.lo) and np.all(res.q <= model.hi)
+    assert res.q[:, 0].min() > 4.0
+    steps = np.abs(np.diff(res.q, axis=0)).max(axis=1)
+    assert steps.max() < 2.0 * np.abs(np.diff(truth, axis=0)).max()
+    free = solve_path(model, targets, settings=SolverSettings())
+    assert free.q[:, 0].max() < 0.0
+
+
+def test_a_path_that_winds_beyond_its_limits_is_searched_within_them() -> None:
+    """One hinge of limits -4..4 rad (more than a turn) turning a 1 m link through 1.4
+    turns, -3 to 5.8 rad: searched modulo a turn the path winds 8.8 rad, which no whole
+    turn puts within the limits; searched within them it must turn back once, and every
+    frame it reaches stays within them, on target where it is reached."""
+    defn = SkeletonDef("base", (
+        JointDef("base", "revolute", axis=(0.0, 0.0, 1.0), limits=(-4.0, 4.0)),
+        JointDef("tip", "fixed", offset=(1.0, 0.0, 0.0), parent="base"),
+    ))
+    model = BatchedModel(defn, ["tip"])
+    assert wide_hinges(model).tolist() == [True]
+    angles = np.linspace(-3.0, 5.8, 200)[:, None]
+    targets = model.transforms(angles)
+    res = solve_path(model, targets, [(1.0, 0.0)], SolverSettings())
+    assert np.all(res.q >= -4.0) and np.all(res.q <= 4.0)
+    assert res.converged.all()
+    _, pos = model.pose(res.q)
+    assert np.abs(pos[:, 0] - targets[:, 0, :3, 3]).max() < 2e-3
+    assert res.jumps  # the turn back, reported
