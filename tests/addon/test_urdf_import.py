@@ -177,13 +177,18 @@ def test_mimic_joint_is_reported_as_a_warning(tmp_path, capfd):
     assert "joint[name=finger_b_joint]: mimics joint 'finger_a_joint'" in text
 
 
-def test_panda_from_example_robot_data(ext, core):
+def robot_file(name: str) -> Path:
+    """A URDF of example-robot-data's robots folder (skipped where it is not installed)."""
     try:
         dist = importlib.metadata.distribution("example-robot-data")
     except importlib.metadata.PackageNotFoundError:
         pytest.skip("example-robot-data is not installed (pip install -e '.[robot-data]')")
-    path = Path(str(dist.locate_file(
-        "cmeel.prefix/share/example-robot-data/robots/panda_description/urdf/panda.urdf")))
+    return Path(str(dist.locate_file(
+        f"cmeel.prefix/share/example-robot-data/robots/{name}")))
+
+
+def test_panda_from_example_robot_data(ext, core):
+    path = robot_file("panda_description/urdf/panda.urdf")
     ob = _import(path)
     assert ob.name == "panda"
     rng = np.random.default_rng(3)
@@ -302,12 +307,7 @@ def test_ur5_bakes_flip_free_within_limits_of_two_turns(ext, core, tmp_path):
     operator: every frame converged and its tool on target as Blender shows it, every
     joint value keyed within its limits, no step over twice the path's largest (searched
     within the limits, such clips jumped about 100x: solver/path/turns.py)."""
-    try:
-        dist = importlib.metadata.distribution("example-robot-data")
-    except importlib.metadata.PackageNotFoundError:
-        pytest.skip("example-robot-data is not installed (pip install -e '.[robot-data]')")
-    path = Path(str(dist.locate_file(
-        "cmeel.prefix/share/example-robot-data/robots/ur_description/urdf/ur5_robot.urdf")))
+    path = robot_file("ur_description/urdf/ur5_robot.urdf")
     ob = _import(path)
     s = bpy.context.scene.dhik
     s.effector = "ee_fixed_joint"
