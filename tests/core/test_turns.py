@@ -57,7 +57,7 @@ def test_a_path_is_moved_by_whole_turns_into_its_limits() -> None:
     turn down; from -3 to 3, the middle already; from 3 to 13 rad, narrower than the range
     (4 pi) but at no whole turn within it (one turn down it ends at 6.72, two turns down
     it starts at -9.57); a path wrapped into (-pi, pi] is made continuous first; with its
-    turns kept, only a path already within its limits is."""
+    turns kept, only a path already within its limits is; a path of no frames stays."""
     model = type("M", (), {"lo": np.array([-TURN, -1.0]), "hi": np.array([TURN, 1.0])})
     cols = np.array([True, False])
     up = np.column_stack([np.linspace(5.0, 8.0, 7), np.zeros(7)])
@@ -76,6 +76,16 @@ def test_a_path_is_moved_by_whole_turns_into_its_limits() -> None:
     np.testing.assert_allclose(got[:, 0], np.linspace(5.0, 8.0, 7) - TURN, atol=1e-12)
     assert within_limits(model, up, cols, keep_turns=True) is None
     np.testing.assert_allclose(within_limits(model, middle, cols, True), middle)
+    assert within_limits(model, np.zeros((0, 2)), cols, False).shape == (0, 2)
+
+
+def test_a_clip_of_no_frames_or_one() -> None:
+    """A UR5 path of no frames is empty; of one frame, on its target within the limits."""
+    model = robot("ur5_robot")
+    targets = model.transforms(smooth_path(model.lo, model.hi, 1, 1))
+    assert solve_path(model, targets[:0], settings=SolverSettings()).q.shape == (0, 6)
+    one = solve_path(model, targets, settings=SolverSettings())
+    assert one.converged.all() and np.all(one.q >= model.lo) and np.all(one.q <= model.hi)
 
 
 def test_which_hinges_span_more_than_a_turn() -> None:

@@ -49,6 +49,8 @@ def within_limits(model: BatchedKinematics, q: Array, cols: NDArray[np.bool_],
     turns that puts its path within its limits, nearest their middle (``keep_turns``: by
     none); None where no whole number does (rad)."""
     out = q.copy()
+    if len(q) == 0:
+        return out
     out[:, cols] = np.unwrap(q[:, cols], axis=0)
     q = out.copy()
     for c in np.flatnonzero(cols):
