@@ -8,10 +8,11 @@ clip.
 Each robot is imported as the CLI's ``import-urdf`` does (``app.urdf.load_urdf``), its
 tool the effector (full pose). A clip's targets are the FK of a smooth joint path within
 the limits (tests/fixtures.py ``smooth_path``: sinusoids of 1-3 periods at 60 % of each
-half-range), solved by ``solver.path.solve_path`` (the bake's engine, one call for the
-clip) at the CLI's tolerances (1e-3 m, 0.1 rad). Per robot: clips with a flip (a step of
-any joint over twice the largest step of the path that made the targets), the largest
-step ratio, frames converged, and ms a frame (mean / median / p99 over the clips).
+half-range; +-pi for a hinge without limits), solved by ``solver.path.solve_path`` (the
+bake's engine, one call for the clip) at the CLI's tolerances (1e-3 m, 0.1 rad). Per
+robot: clips with a flip (a step of any joint over twice the largest step of the path
+that made the targets; a hinge without limits steps the nearest way), the largest step
+ratio, frames converged, and ms a frame (mean / median / p99 over the clips).
 
 Where hinges' limits span more than a turn (UR's +-2 pi, xArm7's) the path is searched
 modulo a turn and moved back within the limits (solver/path/turns.py).
@@ -50,6 +51,12 @@ ROBOTS = {
     "panda": ("panda_description/urdf/panda.urdf", "panda_hand_tcp_joint",
               "7 hinges within +-2.9"),
     "xarm7": ("xarm_description/urdf/xarm7.urdf", "joint_eef", "7 hinges, 4 of +-2 pi"),
+    "kinova": ("kinova_description/robots/kinova.urdf", "j2s6s200_joint_end_effector",
+               "6 hinges, 3 without limits"),
+    "talos arm": ("talos_data/robots/talos_left_arm.urdf", "gripper_left_joint",
+                  "7 hinges"),
+    "baxter arm": ("baxter_description/urdf/baxter.urdf", "right_hand_range_joint",
+                   "7 hinges (the right arm)"),
 }
 
 
@@ -61,12 +68,15 @@ def robots_dir() -> Path:
 
 def clip(model: BatchedModel, frames: int, seed: int) -> tuple[float, float, int]:
     """One clip: its largest step over the truth's, frames converged, seconds."""
-    truth = smooth_path(model.lo, model.hi, frames, seed)
+    # a hinge without limits (URDF "continuous") sweeps within +-pi
+    truth = smooth_path(np.where(np.isfinite(model.lo), model.lo, -np.pi),
+                        np.where(np.isfinite(model.hi), model.hi, np.pi), frames, seed)
     targets = model.transforms(truth)
     t0 = time.perf_counter()
     res = solve_path(model, targets, settings=SolverSettings())
     seconds = time.perf_counter() - t0
-    steps = np.abs(np.diff(res.q, axis=0)).max(axis=1)
+    steps = np.abs(model.difference(res.q[:-1], res.q[1:])).max(axis=1)  # whole turns:
+    # a hinge without limits may take the nearest way
     ratio = float(steps.max() / np.abs(np.diff(truth, axis=0)).max())
     return ratio, int(res.converged.sum()), seconds
 
