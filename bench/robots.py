@@ -2,13 +2,14 @@
 clip.
 
 ``.venv/bin/python bench/robots.py [--clips 10] [--frames 1000] [--robots ur5 xarm7]``
-(about three minutes on the 2-core VM; writes bench/results/robots.md; needs the
+(about five minutes on the 2-core VM; writes bench/results/robots.md; needs the
 ``robots`` extra). Not a test: it prints tables.
 
 Each robot is imported as the CLI's ``import-urdf`` does (``app.urdf.load_urdf``), its
-tool the effector (full pose). A clip's targets are the FK of a smooth joint path within
-the limits (tests/fixtures.py ``smooth_path``: sinusoids of 1-3 periods at 60 % of each
-half-range; +-pi for a hinge without limits), solved by ``solver.path.solve_path`` (the
+tool the effector (full pose; Baxter's two tools and G1's hands and feet at once, one
+problem). A clip's targets are the FK of a smooth joint path within the limits
+(tests/fixtures.py ``smooth_path``: sinusoids of 1-3 periods at 60 % of each half-range;
++-pi for a hinge without limits), solved by ``solver.path.solve_path`` (the
 bake's engine, one call for the clip) at the CLI's tolerances (1e-3 m, 0.1 rad). Per
 robot: clips with a flip (a step of any joint over twice the largest step of the path
 that made the targets; a hinge without limits steps the nearest way), the largest step
@@ -39,7 +40,8 @@ sys.path.insert(0, str(HERE.parent / "tests"))
 from fixtures import smooth_path  # noqa: E402
 from report import write_report  # noqa: E402
 
-# name: (URDF under example-robot-data's robots folder, the tool joint, what it shows)
+# name: (URDF under example-robot-data's robots folder, the effectors' joints separated
+# by spaces, what it shows)
 ROBOTS = {
     "ur5": ("ur_description/urdf/ur5_robot.urdf", "ee_fixed_joint",
             "6 hinges, 5 of +-2 pi"),
@@ -57,6 +59,12 @@ ROBOTS = {
                   "7 hinges"),
     "baxter arm": ("baxter_description/urdf/baxter.urdf", "right_hand_range_joint",
                    "7 hinges (the right arm)"),
+    "baxter, both arms": ("baxter_description/urdf/baxter.urdf",
+                          "right_hand_range_joint left_hand_range_joint",
+                          "14 hinges, two tools"),
+    "g1": ("g1_description/urdf/g1_29dof_rev_1_0.urdf",
+           "left_hand_palm_joint right_hand_palm_joint left_ankle_roll_joint "
+           "right_ankle_roll_joint", "29 hinges, hands and feet"),
 }
 
 
@@ -75,9 +83,9 @@ def clip(model: BatchedModel, frames: int, seed: int) -> tuple[float, float, int
     t0 = time.perf_counter()
     res = solve_path(model, targets, settings=SolverSettings())
     seconds = time.perf_counter() - t0
-    steps = np.abs(model.difference(res.q[:-1], res.q[1:])).max(axis=1)  # whole turns:
-    # a hinge without limits may take the nearest way
-    ratio = float(steps.max() / np.abs(np.diff(truth, axis=0)).max())
+    solved = ~model.held  # whole turns: a hinge without limits may take the nearest way
+    steps = np.abs(model.difference(res.q[:-1], res.q[1:]))[:, solved].max(axis=1)
+    ratio = float(steps.max() / np.abs(np.diff(truth, axis=0))[:, solved].max())
     return ratio, int(res.converged.sum()), seconds
 
 
@@ -95,9 +103,9 @@ def main() -> None:
              "| robot | joints | clips with a flip | largest ratio | converged | "
              "ms a frame: mean / median / p99 |", "|---|---|---|---|---|---|"]
     for name in args.robots:
-        path, tool, what = ROBOTS[name]
+        path, tools, what = ROBOTS[name]
         skel, _ = load_urdf(root / path)
-        model = BatchedModel(skel, [tool])
+        model = BatchedModel(skel, tools.split())
         rows = [clip(model, args.frames, seed) for seed in range(args.clips)]
         ms = [1e3 * s / args.frames for _, _, s in rows]
         ratios = [r for r, _, _ in rows]
