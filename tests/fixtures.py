@@ -367,3 +367,19 @@ def two_blas_threads(api: Any) -> Iterator[Any]:
         yield api
     finally:
         put(was)
+
+
+def robots_dir() -> Path:
+    """example-robot-data's robots folder (the wheel puts it under cmeel.prefix/share);
+    the test is skipped where the package is not installed (the ``robots`` extra)."""
+    import importlib.metadata
+
+    import pytest
+
+    try:
+        dist = importlib.metadata.distribution("example-robot-data")
+    except importlib.metadata.PackageNotFoundError:
+        pytest.skip("example-robot-data is not installed (pip install -e '.[robots]')")
+    path = Path(str(dist.locate_file("cmeel.prefix/share/example-robot-data/robots")))
+    assert path.is_dir(), path
+    return path

@@ -170,10 +170,10 @@ class BatchedModel:
                 below = steps_k[steps_k.index(moving_k[0]) + 1:]
                 self._reach[k] = sum(float(np.linalg.norm(self._steps[i].offset))
                                      for i in below)
-        # per column: a hinge angle without limits (within +-SEARCH_LIMIT rad), whose
-        # value matters modulo a turn
         self.hinges = np.zeros(self.n, dtype=bool)  # per column: a revolute joint's angle
         self.hinges[[c for _, c, kind in self._one_dof if kind == REVOLUTE]] = True
+        # per column: a hinge angle without limits (within +-SEARCH_LIMIT rad), whose
+        # value matters modulo a turn
         self.wraps = (self.kinds == REVOLUTE) & (np.abs(self.lo) > SEARCH_LIMIT) \
             & (np.abs(self.hi) > SEARCH_LIMIT) & ~self.held
         self._all_cols = np.arange(self.n)
@@ -379,14 +379,16 @@ class BatchedModel:
 
     # -- configuration space -----------------------------------------------------------
     def with_turns_free(self, cols: NDArray[np.bool_]) -> BatchedModel:
-        """This model with the hinge columns ``cols`` (n,) without limits: their values
-        matter modulo a turn (``wraps``). The same FK; a copy."""
+        """This model with the solved hinges among the columns ``cols`` (n,) without
+        limits: their angles (rad) matter modulo a turn (``wraps``). The same FK; a
+        copy."""
+        free = cols & self.hinges & ~self.held
         out = copy.copy(self)
         for name in ("_plan", "_folded_plan", "_anchor_plan"):  # built from ``wraps``
             out.__dict__.pop(name, None)
-        out.lo = np.where(cols, -np.inf, self.lo)
-        out.hi = np.where(cols, np.inf, self.hi)
-        out.wraps = self.wraps | (cols & self.hinges & ~self.held)
+        out.lo = np.where(free, -np.inf, self.lo)
+        out.hi = np.where(free, np.inf, self.hi)
+        out.wraps = self.wraps | free
         return out
 
     def recentre(self, q: Array) -> Array:

@@ -9,9 +9,7 @@ is a step of any joint over twice the largest step of that path.
 
 from __future__ import annotations
 
-import importlib.metadata
 import math
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -21,7 +19,7 @@ from dhik.model.joint_space import BatchedModel
 from dhik.solver.path import candidates, plan, solve_path
 from dhik.solver.path.turns import wide_hinges, within_limits
 from dhik.solver.settings import SolverSettings
-from fixtures import smooth_path
+from fixtures import robots_dir, smooth_path
 
 TURN = 2 * math.pi
 
@@ -29,12 +27,7 @@ TURN = 2 * math.pi
 def robot(name: str) -> BatchedModel:
     """A UR5 of example-robot-data (``ur5_robot`` or ``ur5_joint_limited_robot``), its
     tool flange the effector."""
-    try:
-        dist = importlib.metadata.distribution("example-robot-data")
-    except importlib.metadata.PackageNotFoundError:
-        pytest.skip("example-robot-data is not installed (pip install -e '.[robots]')")
-    root = Path(str(dist.locate_file("cmeel.prefix/share/example-robot-data/robots")))
-    skel, _ = load_urdf(root / "ur_description" / "urdf" / f"{name}.urdf")
+    skel, _ = load_urdf(robots_dir() / "ur_description" / "urdf" / f"{name}.urdf")
     return BatchedModel(skel, ["ee_fixed_joint"])
 
 

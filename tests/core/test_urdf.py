@@ -8,7 +8,6 @@ tests that use them skip where the extra is absent, the others run everywhere.
 
 from __future__ import annotations
 
-import importlib.metadata
 import math
 from pathlib import Path
 from xml.etree import ElementTree as ET
@@ -20,6 +19,7 @@ from dhik.app.formats import load_skeleton, save_skeleton
 from dhik.app.urdf import load_urdf, parse_urdf
 from dhik.errors import DhikError
 from dhik.model.skeleton import Skeleton
+from fixtures import robots_dir
 
 # --------------------------------------------------------------------------- references
 
@@ -283,17 +283,6 @@ def test_missing_file(tmp_path: Path) -> None:
 
 
 # --------------------------------------------------------------------------- real robots
-
-
-def robots_dir() -> Path:
-    """example-robot-data's robots folder (the wheel puts it under cmeel.prefix/share)."""
-    try:
-        dist = importlib.metadata.distribution("example-robot-data")
-    except importlib.metadata.PackageNotFoundError:
-        pytest.skip("example-robot-data is not installed (pip install -e '.[robots]')")
-    path = Path(str(dist.locate_file("cmeel.prefix/share/example-robot-data/robots")))
-    assert path.is_dir(), path
-    return path
 
 
 ROBOTS = {

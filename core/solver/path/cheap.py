@@ -28,10 +28,9 @@ of one dimension, which its grid search handles best.) It is given up (None: the
 is a jump, a frame between two reached coarse frames is missed, or the largest step
 stands out of the clip's steps (more than ``ACCEPT_SPIKE`` times their upper quartile: a
 stretch near a singularity or a fold that another branch may avoid, or a hump along the
-self-motion). Where its largest
-step stands out less (over ``REVIEW`` times that quartile), the same try is also tracked
-back from the last frame and the track with the smaller largest step kept. Coordinates
-rad and m.
+self-motion). Where its largest step stands out less (over ``REVIEW`` times that
+quartile), the same try is also tracked back from the last frame and the track with the
+smaller largest step kept. Coordinates rad and m.
 """
 
 from __future__ import annotations

@@ -78,8 +78,8 @@ def rough_frames(model: BatchedKinematics, path: PathResult, far: NDArray[np.boo
     pass keeps its own answer below ``cheap.ACCEPT_SPIKE``): a fast swing along the
     self-motion that no step to its neighbours shows (arm7 full pose, 50 random
     2,000-frame paths: 3 that flipped, each with such a stretch, up to 2.6x the true
-    largest step; none after the retry). Not a step into or
-    out of a frame ``far`` (F,) marks out of reach: the targets force those.
+    largest step; none after the retry). Not a step into or out of a frame ``far`` (F,)
+    marks out of reach: the targets force those.
     ``spike``: instead of ``SPIKE``; ``before``: the steps of the clip's frames before
     ``path`` (rad, m), counted in the quartile (a stretch after a cut that moves fast
     throughout stands out of the clip, not of itself)."""

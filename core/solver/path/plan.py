@@ -77,9 +77,8 @@ WIDE_RETRIES = True
 # left a swing of 6.35 times the truth's largest step (its first pass a jump of 45x,
 # which the windows' plan and the whole clip's denser pass kept), the new draws 1.54 in
 # about the same time; seed 218 1.51 -> 1.39 in 1.3x its time; no other clip took it.
-# arm7 at the CLI's
-# tolerances (2,000-frame paths 500-539, 5,000-frame loops 100-111) and at B's (paths
-# 200-223): none. 0: no such pass
+# arm7 at the CLI's tolerances (2,000-frame paths 500-539, 5,000-frame loops 100-111)
+# and at B's (paths 200-223): none. 0: no such pass
 REDRAW = 1
 # with poles on a self-motion of more than one dimension (without them), the pole-free
 # path the swing turns toward them is planned at the engine's tolerances
@@ -155,7 +154,7 @@ def solve_path(model: BatchedKinematics, targets: ArrayLike,
         free.q = q
         return free
     again = _solve(model, targets, weights, settings, opts, start, before, after, held,
-                   poles, None)
+                   poles, None)  # its progress untold: the first search told it all
     again.iterations = again.iterations + free.iterations  # that search was work too
     return again
 

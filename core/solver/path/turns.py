@@ -52,14 +52,13 @@ def within_limits(model: BatchedKinematics, q: Array, cols: NDArray[np.bool_],
     if len(q) == 0:
         return out
     out[:, cols] = np.unwrap(q[:, cols], axis=0)
-    q = out.copy()
     for c in np.flatnonzero(cols):
-        low, high = float(q[:, c].min()), float(q[:, c].max())
+        low, high = float(out[:, c].min()), float(out[:, c].max())
         first = math.ceil((model.lo[c] - low) / TURN - 1e-9)  # the fewest turns that fit
         last = math.floor((model.hi[c] - high) / TURN + 1e-9)  # ... and the most
         if first > last or (keep_turns and not first <= 0 <= last):
             return None
         middle = 0.5 * (model.lo[c] + model.hi[c]) - 0.5 * (low + high)
         turns = 0 if keep_turns else min(max(round(middle / TURN), first), last)
-        out[:, c] = np.clip(q[:, c] + turns * TURN, model.lo[c], model.hi[c])
+        out[:, c] = np.clip(out[:, c] + turns * TURN, model.lo[c], model.hi[c])
     return out
