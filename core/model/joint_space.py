@@ -176,6 +176,9 @@ class BatchedModel:
         # value matters modulo a turn
         self.wraps = (self.kinds == REVOLUTE) & (np.abs(self.lo) > SEARCH_LIMIT) \
             & (np.abs(self.hi) > SEARCH_LIMIT) & ~self.held
+        # the limits of hinges searched modulo a turn within them (``with_turns_free``)
+        self.turn_lo = np.full(self.n, -np.inf)
+        self.turn_hi = np.full(self.n, np.inf)
         self._all_cols = np.arange(self.n)
         self._col_tables: dict[bytes, tuple[NDArray[np.intp], Array, NDArray[np.bool_]]] = {}
         self._fold_prefix()
@@ -380,8 +383,9 @@ class BatchedModel:
     # -- configuration space -----------------------------------------------------------
     def with_turns_free(self, cols: NDArray[np.bool_]) -> BatchedModel:
         """This model with the solved hinges among the columns ``cols`` (n,) without
-        limits: their angles (rad) matter modulo a turn (``wraps``). The same FK; a
-        copy."""
+        limits: their angles (rad) matter modulo a turn (``wraps``), their limits kept as
+        ``turn_lo``, ``turn_hi`` (the path search counts their turns within them). The
+        same FK; a copy."""
         free = cols & self.hinges & ~self.held
         out = copy.copy(self)
         for name in ("_plan", "_folded_plan", "_anchor_plan"):  # built from ``wraps``
@@ -389,6 +393,8 @@ class BatchedModel:
         out.lo = np.where(free, -np.inf, self.lo)
         out.hi = np.where(free, np.inf, self.hi)
         out.wraps = self.wraps | free
+        out.turn_lo = np.where(free, self.lo, self.turn_lo)
+        out.turn_hi = np.where(free, self.hi, self.turn_hi)
         return out
 
     def recentre(self, q: Array) -> Array:

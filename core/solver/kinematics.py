@@ -139,6 +139,10 @@ class BatchedKinematics(Protocol):
     held: NDArray[np.bool_]  # columns whose values come from outside (per problem)
     paths: NDArray[np.bool_]  # (effectors + points, n): the columns that move each
     wraps: NDArray[np.bool_]  # hinge angles without limits (their value modulo a turn)
+    # limits of wrapping hinges searched modulo a turn within them (with_turns_free),
+    # +-inf elsewhere
+    turn_lo: Array
+    turn_hi: Array
     hinges: NDArray[np.bool_]  # revolute joints' angles (not a spherical joint's)
     rotvec_starts: NDArray[np.int_]  # first column of each rotation vector (ROTVEC triple)
 
@@ -180,7 +184,7 @@ class BatchedKinematics(Protocol):
 
     def with_turns_free(self, cols: NDArray[np.bool_]) -> BatchedKinematics:
         """The same model with the hinge columns ``cols`` (n,) without limits (values
-        modulo a turn: ``wraps``)."""
+        modulo a turn: ``wraps``), those limits kept as ``turn_lo``, ``turn_hi``."""
         ...
 
     def nearest(self, ref: Array, q: Array) -> Array:
