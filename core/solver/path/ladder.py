@@ -24,6 +24,7 @@ from ..lm.starts import t_pose
 from .candidates import GRID_SHARE, GridTracks
 from .fill import Fill, Filler
 from .search import PathResult, Search, frame_steps, jump_frames
+from .turns import TurnStates
 
 MISSED_NODES = 16  # candidates kept at a coarse frame where none converged
 # on a first pass (a quick one, with retries behind it) an edge no fill has touched
@@ -103,6 +104,7 @@ class Ladder:
         self.miss_low = [_least(m) for m in misses]
         self.count_low = [self.miss_low[0]] * c
         self.ahead_low = [(0, True)] * c
+        self.turns: TurnStates | None = None  # hinges' turns counted (``turns``)
 
     def set(self, i: int, to: int, frm: int, cost: float, missed: int) -> None:
         """The edge into coarse frame ``i`` from node ``frm`` (an index into the nodes of
@@ -120,6 +122,8 @@ class Ladder:
             em[to, frm] = missed
         self.fore = min(self.fore, i - 1)
         self.aft = max(self.aft, i)
+        if self.turns is not None:
+            self.turns.stale(i)
 
     def raise_untouched(self, i: int, tos: Index, frms: Index, floor: Costs) -> None:
         """The edges into coarse frame ``i`` from nodes ``frms`` to nodes ``tos`` that no
@@ -133,9 +137,19 @@ class Ladder:
         self.edges_t[i][np.ix_(frms, tos)] = new.T
         self.fore = min(self.fore, i - 1)
         self.aft = max(self.aft, i)
+        if self.turns is not None:
+            self.turns.stale(i)
 
     def path(self) -> Index:
         """Per coarse frame the chosen candidate (C,)."""
+        if self.turns is not None:  # within the limits, where a path is
+            at = self.turns.path(self.edges, self.misses, self.edge_misses, self._positions)
+            if at is not None:
+                return np.array([nd[j] for nd, j in zip(self.nodes, at, strict=True)])
+        return np.array([nd[j] for nd, j in zip(self.nodes, self._positions(), strict=True)])
+
+    def _positions(self) -> Index:
+        """Per coarse frame the chosen node's position in its frame's nodes (C,)."""
         c = len(self.nodes)
         meet = (self.fore + self.aft + 1) // 2  # both passes brought to this frame
         for i in range(self.fore + 1, meet + 1):
@@ -184,13 +198,13 @@ class Ladder:
         path = np.zeros(c, dtype=int)
         at = pos
         for i in range(meet, -1, -1):
-            path[i] = self.nodes[i][at]
+            path[i] = at
             if i > 0:
                 at = int(self.back[i][at])
         at = pos
         for i in range(meet + 1, c):
             at = int(self.next[i - 1][at])
-            path[i] = self.nodes[i][at]
+            path[i] = at
         return path
 
 
@@ -401,6 +415,8 @@ def ladder_path(search: Search, stride: int, coarse_motion: float, lane_frames: 
             c *= np.float32(1.0 + SLACK)
     ladder = Ladder(costs, nodes, [(~ok[nd]).astype(np.intp)
                                    for ok, nd in zip(oks, nodes, strict=True)])
+    if np.isfinite(model.turn_lo).any():  # hinges searched modulo a turn within limits
+        ladder.turns = TurnStates(model, qs, nodes)
     fills: dict[tuple[int, int, int], Fill] = {}
     edges: list[tuple[int, int, int]] = []
     rounds = max(opts.path_rounds, 1)
@@ -433,6 +449,9 @@ def ladder_path(search: Search, stride: int, coarse_motion: float, lane_frames: 
             i, frm, to = e
             cost = cost_of.get(e, (0.0, 0))
             ladder.set(i, where[i][to], where[i - 1][frm], *cost)
+            if ladder.turns is not None:  # where its known frames take the hinges
+                fl = fills[e]
+                ladder.turns.interior(i, where[i][to], where[i - 1][frm], fl.q[fl.have])
             if est is not None:
                 _beside_hard(ladder, search, qs, nodes, est[i], i,
                              (where[i - 1][frm], where[i][to]), cost[0])

@@ -12,15 +12,20 @@ of the joint path that made their targets, and xarm7's (four hinges of +-2 pi) 1
 Searched free (``BatchedKinematics.with_turns_free``: no limits, values modulo a turn,
 as for a hinge without limits), the path is continuous modulo a turn; unwrapped, each
 such hinge's path is moved by the whole number of turns that puts it within its limits,
-nearest their middle. Where no whole number does (the path winds further than the
-limits allow) the path is searched again within the limits, as before. Where the path
-must start or end at given poses (``solve_path``'s ``start``, ``before``, ``after``) it
-is kept only where it is within the limits unmoved. Angles rad.
+nearest their middle. On a redundant arm the least motion modulo a turn may wind further
+than the limits allow (xArm7's seed 0: 9.1 and 10.0 rad against the truth's 7.5, at no
+whole turn within +-2 pi), so the ladder's search counts the turns of the hinges its
+path leaves the limits on (``TurnStates``) and keeps to the least-motion path within
+them. Where no whole number of turns places the path still, it is searched again within
+the limits, as before. Where the path must start or end at given poses
+(``solve_path``'s ``start``, ``before``, ``after``) it is kept only where it is within
+the limits unmoved. Angles rad.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import numpy as np
 from numpy.typing import NDArray
@@ -28,6 +33,7 @@ from numpy.typing import NDArray
 from ..kinematics import BatchedKinematics
 
 Array = NDArray[np.float64]
+Costs = NDArray[np.float32]  # edge costs (ladder.py's), in single precision
 
 TURN = 2.0 * math.pi
 # limits this much wider than a turn are a turn and more (+-pi, a whole turn exactly,
@@ -62,3 +68,301 @@ def within_limits(model: BatchedKinematics, q: Array, cols: NDArray[np.bool_],
         turns = 0 if keep_turns else min(max(round(middle / TURN), first), last)
         out[:, c] = np.clip(out[:, c] + turns * TURN, model.lo[c], model.hi[c])
     return out
+
+
+# a state's miss count where no path through it stays within the limits (misses count
+# frames: far below)
+BEYOND = 1 << 40
+
+
+class TurnStates:
+    """The ladder's least-motion search (``ladder.Ladder``) with the turns of hinges
+    searched modulo a turn counted (``BatchedKinematics.with_turns_free``: ``turn_lo``..
+    ``turn_hi``). A node is a pose whose such hinges may each stand at any whole turn
+    within those limits, and a path through the nodes, unwrapped, fixes which: a state is
+    a node and one such choice per hinge (its turns above the fewest within the limits),
+    an edge leads from a state to the state its motion the nearest way reaches, at the
+    edge's cost (a fill is the same modulo turns), and a state beyond the limits, or an
+    edge whose filled frames leave them (``interior``), is out. The path chosen is the
+    least-motion one that stays within the limits, where the search modulo a turn alone
+    may wind further than they allow (xArm7: four hinges of +-2 pi), without a copy of
+    each node per turn (each with its own fills and edges). As the ladder's, two passes
+    are kept between rounds (into each state from the first coarse frame, and from each
+    state to the last), brought together in the middle of the stretch whose edges
+    changed.
+
+    ``qs`` (C, slots, n) the coarse frames' candidates, ``nodes`` per coarse frame the
+    slots in the graph. Angles rad."""
+
+    def __init__(self, model: BatchedKinematics, qs: Array, nodes: list[NDArray[np.intp]]
+                 ) -> None:  # fmt: skip
+        hinges = np.flatnonzero(np.isfinite(model.turn_lo) & np.isfinite(model.turn_hi))
+        self.hinges = hinges
+        self.all_lo, self.all_hi = model.turn_lo[hinges], model.turn_hi[hinges]
+        self.all_values = [qs[i][nd][:, hinges] for i, nd in enumerate(nodes)]  # (N_i, H)
+        # per transition, the filled edges' (to, from) frames: least and most of each
+        # hinge beyond the edge's start (``interior``)
+        self.reach: dict[int, dict[tuple[int, int], tuple[Array, Array]]] = {}
+        self.sizes = [len(nd) for nd in nodes]
+        self.track(np.zeros(hinges.size, dtype=bool))
+
+    def track(self, which: NDArray[np.bool_]) -> None:
+        """Count the turns of the hinges ``which`` (over ``hinges``); the passes start
+        again."""
+        self.which = which
+        self.fore, self.aft = -1, len(self.sizes)  # passes valid up to fore, from aft
+        if not which.any():  # the ladder's own path (``path``)
+            return
+        self.lo, self.hi = self.all_lo[which], self.all_hi[which]
+        self.values = [v[:, which] for v in self.all_values]
+        # per node and hinge the fewest turns within the limits, and how many fit
+        self.low = [np.ceil((self.lo - v) / TURN - 1e-9).astype(np.int64)
+                    for v in self.values]  # fmt: skip
+        fits = [np.floor((self.hi - v) / TURN + 1e-9).astype(np.int64) - low + 1
+                for v, low in zip(self.values, self.low, strict=True)]
+        reps = np.ones(int(which.sum()), dtype=np.int64)  # choices per hinge, over the nodes
+        for f in fits:
+            if f.size:
+                reps = np.maximum(reps, f.max(axis=0))
+        self.reps, self.k = reps, int(np.prod(reps))
+        # per state (K, H) its choice per hinge
+        self.choice = np.stack(np.unravel_index(np.arange(self.k), tuple(reps)), axis=1)
+        self.within = [np.all(self.choice[None] < f[:, None], axis=2) for f in fits]
+        self._tables()
+        self.codes: dict[int, NDArray[np.int16]] = {}  # per transition (``_codes``)
+        # per transition, the filled edges (to, from) whose frames leave the limits from
+        # some states of their start: those states (K,)
+        self.out: dict[int, dict[tuple[int, int], NDArray[np.bool_]]] = {}
+        for i, edges in self.reach.items():
+            for (to, frm), reach in edges.items():
+                self._out(i, to, frm, reach)
+        f32, k = np.float32, self.k
+        self.cost = [np.zeros((n, k), dtype=f32) for n in self.sizes]  # into each state
+        self.count = [np.zeros((n, k), dtype=np.int64) for n in self.sizes]
+        self.back = [np.zeros((n, k), dtype=np.intp) for n in self.sizes]
+        self.ahead = [np.zeros((n, k), dtype=f32) for n in self.sizes]  # to the last frame
+        self.ahead_count = [np.zeros((n, k), dtype=np.int64) for n in self.sizes]
+        self.next = [np.zeros((n, k), dtype=np.intp) for n in self.sizes]
+        # per coarse frame the misses every path into (out of) a state within has, where
+        # all have the same: passes skip the misses there
+        self.flat: list[int | None] = [None] * len(self.sizes)
+        self.flat_ahead: list[int | None] = [None] * len(self.sizes)
+
+    def _tables(self) -> None:
+        """Per shift (its code: the end's choice minus the start's, per hinge, clipped to
+        +-reps) the start's state of each end's state (``before``, (K, codes)) and the
+        end's of each start's (``after``), K where the choice leaves its range."""
+        width = 2 * self.reps + 1
+        self.radix = np.array([int(np.prod(width[j + 1:])) for j in range(self.reps.size)],
+                              dtype=np.int64)
+        shifts = np.stack(np.unravel_index(np.arange(int(np.prod(width))), tuple(width)),
+                          axis=1) - self.reps  # (codes, H)
+        stride = np.array([int(np.prod(self.reps[j + 1:])) for j in range(self.reps.size)],
+                          dtype=np.int64)
+
+        def states(choices: NDArray[np.int64]) -> NDArray[np.int16]:
+            ok = np.all((choices >= 0) & (choices < self.reps), axis=2)
+            return np.where(ok, choices @ stride, self.k).astype(np.int16)
+
+        self.before = states(self.choice[:, None] - shifts[None])  # (K, codes)
+        self.after = states(self.choice[:, None] + shifts[None])
+
+    def _codes(self, i: int) -> NDArray[np.int16]:
+        """Per edge into coarse frame ``i`` (to, from) the code of its shift."""
+        got = self.codes.get(i)
+        if got is None:
+            va, vb = self.values[i - 1], self.values[i]
+            turns = np.round((vb[:, None] - va[None]) / TURN).astype(np.int64)
+            # start at va + TURN (low_a + a); the end, the nearest way, at
+            # vb + TURN (low_a + a - turns) = vb + TURN (low_b + b)
+            shift = self.low[i - 1][None] - self.low[i][:, None] - turns
+            shift = np.clip(shift, -self.reps, self.reps) + self.reps
+            got = self.codes[i] = (shift @ self.radix).astype(np.int16)
+        return got
+
+    def stale(self, i: int) -> None:
+        """The edges into coarse frame ``i`` changed."""
+        self.fore = min(self.fore, i - 1)
+        self.aft = max(self.aft, i)
+
+    def interior(self, i: int, to: int, frm: int, q: Array) -> None:
+        """The edge into coarse frame ``i`` from node ``frm`` to node ``to`` (positions in
+        their frames' nodes) passes through ``q`` (k, n), its known frames in order from
+        its start: the states of its start from which that leaves the limits are out."""
+        u = np.unwrap(q[:, self.hinges], axis=0)
+        reach = (u - u[0]).min(axis=0), (u - u[0]).max(axis=0)
+        self.reach.setdefault(i, {})[(to, frm)] = reach
+        if self._out(i, to, frm, reach):
+            self.stale(i)
+
+    def _out(self, i: int, to: int, frm: int, reach: tuple[Array, Array]) -> bool:
+        """Whether some state of the edge's start leaves the counted hinges' limits,
+        reaching ``reach`` beyond it (``out``)."""
+        if not self.which.any():
+            return False
+        start = self.values[i - 1][frm] + TURN * (self.low[i - 1][frm] + self.choice)
+        least, most = reach[0][self.which], reach[1][self.which]
+        out = np.any((start + least < self.lo - SLACK) | (start + most > self.hi + SLACK),
+                     axis=1)
+        if out.any():
+            self.out.setdefault(i, {})[(to, frm)] = out
+        return bool(out.any())
+
+    def unplaced(self, path: NDArray[np.intp]) -> NDArray[np.bool_]:
+        """Per hinge (over ``hinges``) whether no whole turn puts the path through the
+        nodes ``path`` (per coarse frame, positions in its nodes) within its limits, its
+        filled edges' frames with it."""
+        v = np.array([vals[j] for vals, j in zip(self.all_values, path, strict=True)])
+        u = np.unwrap(v, axis=0)  # (C, H), each step the nearest way
+        low, high = u.min(axis=0), u.max(axis=0)
+        for i in range(1, len(path)):
+            reach = self.reach.get(i, {}).get((int(path[i]), int(path[i - 1])))
+            if reach is not None:
+                low = np.minimum(low, u[i - 1] + reach[0])
+                high = np.maximum(high, u[i - 1] + reach[1])
+        first = np.ceil((self.all_lo - low) / TURN - 1e-9)
+        last = np.floor((self.all_hi - high) / TURN + 1e-9)
+        return first > last
+
+    def _totals(self, i: int, forward: bool) -> tuple[Costs, NDArray[np.int64] | None]:
+        """The edges into coarse frame ``i`` with the pass behind them: forward, per state
+        of frame i, node of frame i - 1 (K, N_i, N_i-1) the cost of the path into i from
+        the first frame; backward, per state of frame i - 1, node of frame i (K, N_i-1,
+        N_i), of the path from i - 1 to the last one (out: inf). With them their misses,
+        or None where every such path has the same (``flat``)."""
+        code = self._codes(i)
+        if forward:
+            cost, count, table, flat = self.cost[i - 1], self.count[i - 1], self.before, \
+                self.flat[i - 1]
+            edges, em = self.edge_costs[i], self.edge_misses[i]
+        else:
+            cost, count, table, flat = self.ahead[i], self.ahead_count[i], self.after, \
+                self.flat_ahead[i]
+            edges, em, code = self.edge_costs[i].T, self.edge_misses[i], code.T
+            em = None if em is None else em.T
+        other = cost.shape[0]
+        state = table[:, code]  # (K, rows, other)
+        where = np.add(state, np.arange(0, other * (self.k + 1), self.k + 1, dtype=np.int32),
+                       dtype=np.int32)
+        pad = np.full((other, 1), np.inf, np.float32)
+        total: Costs = np.take(np.concatenate((cost, pad), axis=1).ravel(), where)
+        total += edges[None]
+        for (to, frm), out in self.out.get(i, {}).items():
+            if forward:
+                total[np.append(out, False)[state[:, to, frm]], to, frm] = np.inf
+            else:
+                total[out, frm, to] = np.inf
+        misses = self.misses[i]
+        if em is None and flat is not None and (forward or _same(misses)):
+            return total, None
+        came: NDArray[np.int64] = np.take(
+            np.concatenate((count, np.full((other, 1), BEYOND)), axis=1).ravel(), where)
+        if em is not None:
+            came += em[None]
+        if not forward:  # the misses of frame i, on the way from i - 1
+            came += misses[None, None]
+        came[np.isinf(total)] = BEYOND
+        return total, came
+
+    def _pass(self, i: int, forward: bool) -> None:
+        """One step of a pass: forward into coarse frame ``i``, backward into ``i`` - 1."""
+        total, came = self._totals(i, forward)
+        frame = i if forward else i - 1
+        if came is not None:
+            fewest = came.min(axis=2)  # (K, rows)
+            total[came > fewest[:, :, None]] = np.inf
+        best = total.argmin(axis=2)
+        cost: Costs = np.take_along_axis(total, best[:, :, None], axis=2)[:, :, 0].T
+        gone = ~self.within[frame] | np.isinf(cost)
+        cost[gone] = np.inf
+        if came is not None:
+            count = fewest.T.copy()
+        else:  # every path behind has the same misses
+            behind = self.flat[i - 1] if forward else self.flat_ahead[i]
+            assert behind is not None  # as ``_totals`` found it
+            if not forward:  # the misses of frame i, on the way from i - 1
+                behind += int(self.misses[i][0])
+            count = np.full(cost.shape, behind, dtype=np.int64)
+        if forward:
+            count += self.misses[i][:, None]
+        count[gone] = BEYOND
+        flat = _flat(count)
+        if forward:
+            self.cost[i], self.count[i], self.back[i], self.flat[i] = cost, count, best.T, flat
+        else:
+            self.ahead[i - 1], self.ahead_count[i - 1], self.next[i - 1] = cost, count, best.T
+            self.flat_ahead[i - 1] = flat
+
+    def path(self, edges: list[Costs], misses: list[NDArray[np.intp]],
+             edge_misses: list[NDArray[np.intp] | None],
+             plain: Callable[[], NDArray[np.intp]]) -> NDArray[np.intp] | None:
+        """Per coarse frame the node (its position in the frame's nodes) of the path with
+        the fewest misses, then the least cost (``ladder.Ladder``'s rule, ``plain``: its
+        path, turns uncounted), within the limits; None where none is. The turns of a
+        hinge are counted once a path chosen without them leaves its limits: most paths
+        need few counted or none (a state per choice of every hinge: xArm7's four, 16)."""
+        while True:
+            at = plain() if not self.which.any() else self._path(edges, misses, edge_misses)
+            if at is None:
+                return None
+            beyond = self.unplaced(at) & ~self.which
+            if not beyond.any():
+                return at
+            self.track(self.which | beyond)
+
+    def _path(self, edges: list[Costs], misses: list[NDArray[np.intp]],
+              edge_misses: list[NDArray[np.intp] | None]) -> NDArray[np.intp] | None:
+        """``path`` with the turns of the hinges ``which`` counted."""
+        self.edge_costs, self.misses, self.edge_misses = edges, misses, edge_misses
+        c = len(self.values)
+        if self.fore < 0:
+            self.cost[0] = np.where(self.within[0], 0.0, np.inf).astype(np.float32)
+            self.count[0] = np.where(self.within[0], misses[0][:, None], BEYOND)
+            self.flat[0] = _flat(self.count[0])
+            self.fore = 0
+        if self.aft > c - 1:
+            self.ahead[-1] = np.where(self.within[-1], 0.0, np.inf).astype(np.float32)
+            self.ahead_count[-1] = np.where(self.within[-1], 0, BEYOND)
+            self.flat_ahead[-1] = _flat(self.ahead_count[-1])
+            self.aft = c - 1
+        meet = (self.fore + self.aft + 1) // 2
+        for i in range(self.fore + 1, meet + 1):
+            self._pass(i, True)
+        for i in range(self.aft, meet, -1):
+            self._pass(i, False)
+        self.fore = self.aft = meet
+        count = self.count[meet] + self.ahead_count[meet]
+        least = int(count.min())
+        if least >= BEYOND:
+            return None
+        pick = int(np.argmin(np.where(count > least, np.inf,
+                                      self.cost[meet] + self.ahead[meet])))
+        node, state = divmod(pick, self.k)
+        out = np.zeros(c, dtype=np.intp)
+        at, st = node, state
+        for i in range(meet, -1, -1):
+            out[i] = at
+            if i > 0:
+                frm = int(self.back[i][at, st])
+                st, at = int(self.before[st, self._codes(i)[at, frm]]), frm
+        at, st = node, state
+        for i in range(meet + 1, c):
+            to = int(self.next[i - 1][at, st])
+            st, at = int(self.after[st, self._codes(i)[to, at]]), to
+            out[i] = at
+        return out
+
+
+def _same(counts: NDArray[np.intp]) -> bool:
+    """Whether every entry of ``counts`` is the same."""
+    return counts.size == 0 or bool(counts.min() == counts.max())
+
+
+def _flat(count: NDArray[np.int64]) -> int | None:
+    """The misses of every state within (below ``BEYOND``) where all have the same, else
+    None (0 where none is within)."""
+    within = count[count < BEYOND]
+    if within.size == 0:
+        return 0
+    low = int(within.min())
+    return low if int(within.max()) == low else None
