@@ -301,16 +301,21 @@ def test_file_browser_shows_urdf_files():
     assert bpy.ops.dhik.import_urdf.poll()
 
 
-def test_ur5_bakes_flip_free_within_limits_of_two_turns(ext, core, tmp_path):
-    """example-robot-data's UR5 (five hinges of +-2 pi) imported, its tool's target keyed
-    on each of 200 frames from a smooth joint path within the limits, baked by the
-    operator: every frame converged and its tool on target as Blender shows it, every
-    joint value keyed within its limits, no step over twice the path's largest (searched
-    within the limits, such clips jumped about 100x: solver/path/turns.py)."""
-    path = robot_file("ur_description/urdf/ur5_robot.urdf")
+@pytest.mark.parametrize("urdf, tool", [
+    ("ur_description/urdf/ur5_robot.urdf", "ee_fixed_joint"),
+    ("xarm_description/urdf/xarm7.urdf", "joint_eef"),
+], ids=["ur5", "xarm7"])
+def test_a_robot_bakes_flip_free_within_limits_of_two_turns(ext, core, tmp_path, urdf, tool):
+    """example-robot-data's UR5 (five hinges of +-2 pi) and xArm7 (seven hinges, four of
+    +-2 pi) imported, the tool's target keyed on each of 200 frames from a smooth joint
+    path within the limits, baked by the operator: every frame converged and its tool on
+    target as Blender shows it, every joint value keyed within its limits, no step over
+    twice the path's largest (searched within the limits, such UR5 clips jumped about
+    100x; xArm7's, its turns uncounted, 7.9x: solver/path/turns.py)."""
+    path = robot_file(urdf)
     ob = _import(path)
     s = bpy.context.scene.dhik
-    s.effector = "ee_fixed_joint"
+    s.effector = tool
     defn = ext.load_urdf(path).skeleton
     hinges = [j for j in defn.joints if j.type == "revolute"]
     frames = 200
@@ -327,7 +332,7 @@ def test_ur5_bakes_flip_free_within_limits_of_two_turns(ext, core, tmp_path):
         skel.reset()
         skel.set_joint_values({j.name: {"type": "revolute", "angle": float(v)}
                                for j, v in zip(hinges, row, strict=True)})
-        m = skel.world_transforms()["ee_fixed_joint"]
+        m = skel.world_transforms()[tool]
         euler = core.rotations.matrix_to_euler_xyz(m[:3, :3])
         keys.append({"frame": f, "pos": [float(v) for v in m[:3, 3]],
                      "euler": [math.degrees(float(a)) for a in euler]})
@@ -346,6 +351,6 @@ def test_ur5_bakes_flip_free_within_limits_of_two_turns(ext, core, tmp_path):
     target = s.target
     for f in range(0, frames, 7):
         bpy.context.scene.frame_set(f)
-        tool = bone_world(ob, "ee_fixed_joint")  # the bone's world frame, as evaluated
+        shown = bone_world(ob, tool)  # the bone's world frame, as evaluated
         goal = np.array(target.matrix_world)
-        assert np.linalg.norm(tool[:3, 3] - goal[:3, 3]) < s.position_tolerance
+        assert np.linalg.norm(shown[:3, 3] - goal[:3, 3]) < s.position_tolerance
