@@ -168,9 +168,10 @@ def test_the_ladder_counts_turns_to_stay_within_the_limits() -> None:
     and two nodes a frame: node 0 turns 2.5 rad a frame (15 rad in all, further than the
     limits allow at any whole turn), node 1 turns back 0.5 rad a frame (3 rad). Staying
     on node 0 costs 1 an edge, on node 1 2, and a switch 100. Turns uncounted, the path
-    takes node 0 throughout (6); counted (``TurnStates``), node 1 throughout (12), the
-    least-cost path within the limits. With node 0 turning 1.5 rad a frame (9 rad: within
-    them, started low), it takes node 0 again."""
+    takes node 0 throughout (6); that path leaves the limits, so the turns are counted
+    (``TurnStates.retrack``), and the path takes node 1 throughout (12), the least-cost
+    path within the limits. With node 0 turning 1.5 rad a frame (9 rad: within them,
+    started low), nothing is counted and it takes node 0."""
     c = 7
 
     def ladder_for(step: float) -> ladder.Ladder:
@@ -184,18 +185,41 @@ def test_the_ladder_counts_turns_to_stay_within_the_limits() -> None:
         lad.turns = TurnStates(model, qs, nodes)
         return lad
 
-    plain = ladder_for(2.5)
-    assert plain._positions().tolist() == [0] * c  # the ladder's own rule, turns uncounted
-    assert plain.path().tolist() == [1] * c
-    assert plain.turns is not None and plain.turns.which.tolist() == [True]
-    assert ladder_for(1.5).path().tolist() == [0] * c
+    winds = ladder_for(2.5)
+    assert winds.turns is not None
+    assert winds.path().tolist() == [0] * c  # the ladder's own path, turns uncounted
+    assert winds.turns.retrack([0] * c)  # it leaves the limits: the turns are counted
+    assert winds.turns.which.tolist() == [True]
+    assert winds.path().tolist() == [1] * c
+    fits = ladder_for(1.5)
+    assert fits.path().tolist() == [0] * c
+    assert fits.turns is not None and not fits.turns.retrack([0] * c)
+    assert fits.path().tolist() == [0] * c
+
+
+def test_turns_are_counted_up_to_a_bound(monkeypatch) -> None:
+    """A node of one hinge of limits +-2 pi has two states (a value and the same a turn
+    away), three at 0 rad (-2 pi, 0 and 2 pi: the first frame's); with the states held to
+    2 (``MAX_STATES``) nothing is counted and the ladder's own path stays, where the plan
+    then searches within the limits."""
+    c = 7
+    angles = np.stack([np.arange(c) * 2.5, -np.arange(c) * 0.5], axis=1)
+    qs = np.angle(np.exp(1j * angles))[:, :, None]
+    nodes = [np.arange(2) for _ in range(c)]
+    model = type("M", (), {"turn_lo": np.array([-TURN]), "turn_hi": np.array([TURN])})
+    states = TurnStates(model, qs, nodes)
+    assert states._choices(np.array([True])).tolist() == [3]
+    monkeypatch.setattr(turns, "MAX_STATES", 2)
+    assert not states.retrack([0] * c)
+    assert not states.which.any()
 
 
 def test_an_edge_whose_frames_leave_the_limits_is_out() -> None:
     """The same ladder with node 0 turning 1.5 rad a frame (within the limits at the
     coarse frames), but the filled frames of its first edge reaching 4 rad back from its
     start: from the start's only turns whose path fits (9 rad from 0, one turn down:
-    -2 pi .. 2.7 rad) that edge leaves the limits, and the path takes node 1."""
+    -2 pi .. 2.7 rad) that edge leaves the limits; the turns are counted, and the path
+    takes node 1."""
     c = 7
     angles = np.stack([np.arange(c) * 1.5, -np.arange(c) * 0.5], axis=1)
     qs = np.angle(np.exp(1j * angles))[:, :, None]
@@ -206,9 +230,11 @@ def test_an_edge_whose_frames_leave_the_limits_is_out() -> None:
     model = type("M", (), {"turn_lo": np.array([-TURN]), "turn_hi": np.array([TURN])})
     lad.turns = TurnStates(model, qs, nodes)
     assert lad.path().tolist() == [0] * c
+    assert not lad.turns.retrack([0] * c)  # within the limits at the coarse frames
     lad.turns.interior(1, 0, 0, np.array([[0.0], [-2.0], [-4.0], [-2.0], [1.5]]))
-    assert lad.path().tolist() == [1] * c
     assert lad.turns.unplaced(np.zeros(c, dtype=np.intp)).tolist() == [True]
+    assert lad.turns.retrack([0] * c)
+    assert lad.path().tolist() == [1] * c
 
 
 def xarm7() -> BatchedModel:
@@ -229,7 +255,6 @@ def test_a_redundant_arm_keeps_its_turns_within_the_limits() -> None:
 def test_a_redundant_arm_without_its_turns_counted_flips(monkeypatch) -> None:
     """The counterfactual: the ladder's own path, turns uncounted, winds beyond the
     limits, and the search within them that follows jumps (18.5x, measured)."""
-    monkeypatch.setattr(turns.TurnStates, "path",
-                        lambda self, edges, misses, edge_misses, plain: plain())
+    monkeypatch.setattr(turns.TurnStates, "retrack", lambda self, path: False)
     ratio, _ = bake(xarm7(), 2, frames=300)
     assert ratio > 10.0

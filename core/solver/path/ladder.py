@@ -420,18 +420,26 @@ def ladder_path(search: Search, stride: int, coarse_motion: float, lane_frames: 
     fills: dict[tuple[int, int, int], Fill] = {}
     edges: list[tuple[int, int, int]] = []
     rounds = max(opts.path_rounds, 1)
-    for round_ in range(opts.path_rounds):
-        at, share = 0.6 + 0.35 * round_ / rounds, 0.35 / rounds  # this round's progress
-        search.report(at)
-        path = ladder.path()
-        edges = [(i, int(path[i - 1]), int(path[i])) for i in range(1, len(idx))]
-        for i, a, b in edges:
-            if (i, a, b) not in fills:
-                fills[(i, a, b)] = filler.start_fill(int(idx[i - 1]), int(idx[i]),
-                                                     qs[i - 1, a], qs[i, b])
+    budget, round_, path = opts.path_rounds, 0, None
+    while True:
+        if round_ < budget:
+            at, share = 0.6 + 0.35 * min(round_ / rounds, 1.0), 0.35 / rounds  # its progress
+            search.report(at)
+            path = ladder.path()
+            edges = [(i, int(path[i - 1]), int(path[i])) for i in range(1, len(idx))]
+            for i, a, b in edges:
+                if (i, a, b) not in fills:
+                    fills[(i, a, b)] = filler.start_fill(int(idx[i - 1]), int(idx[i]),
+                                                         qs[i - 1, a], qs[i, b])
         todo = [e for e in edges if not fills[e].done]
-        if not todo:
-            break
+        if not todo or round_ >= budget:
+            # done, or out of rounds: a path that leaves the limits of hinges whose turns
+            # go uncounted has them counted, and the search goes on (``turns``)
+            if path is None or ladder.turns is None or not ladder.turns.retrack(
+                    [where[i][int(k)] for i, k in enumerate(path)]):
+                break
+            budget = max(budget, round_ + opts.path_rounds)
+            continue
         if probe is not None and round_ == PROBE_ROUNDS and \
                 not _converged_on(f, edges, fills, idx, oks).all():
             ahead = dict(zip(todo, _finished(filler, [fills[e] for e in todo]), strict=True))
@@ -455,6 +463,7 @@ def ladder_path(search: Search, stride: int, coarse_motion: float, lane_frames: 
             if est is not None:
                 _beside_hard(ladder, search, qs, nodes, est[i], i,
                              (where[i - 1][frm], where[i][to]), cost[0])
+        round_ += 1
     left = [fills[e] for e in edges if not fills[e].done]
     while left:  # out of rounds: finish the path chosen last
         search.report(0.95)  # unchanged: told only so that a stop is seen

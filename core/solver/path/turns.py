@@ -25,7 +25,7 @@ the limits unmoved. Angles rad.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import numpy as np
 from numpy.typing import NDArray
@@ -70,6 +70,10 @@ def within_limits(model: BatchedKinematics, q: Array, cols: NDArray[np.bool_],
     return out
 
 
+# the most states a node may have (the product of each counted hinge's whole turns within
+# its limits: xArm7's four hinges of +-2 pi, 16): beyond, no more hinges are counted, and
+# a path that no whole turn places is searched within the limits (``plan.solve_path``)
+MAX_STATES = 256
 # a state's miss count where no path through it stays within the limits (misses count
 # frames: far below)
 BEYOND = 1 << 40
@@ -116,14 +120,12 @@ class TurnStates:
         self.lo, self.hi = self.all_lo[which], self.all_hi[which]
         self.values = [v[:, which] for v in self.all_values]
         # per node and hinge the fewest turns within the limits, and how many fit
-        self.low = [np.ceil((self.lo - v) / TURN - 1e-9).astype(np.int64)
-                    for v in self.values]  # fmt: skip
-        fits = [np.floor((self.hi - v) / TURN + 1e-9).astype(np.int64) - low + 1
-                for v, low in zip(self.values, self.low, strict=True)]
-        reps = np.ones(int(which.sum()), dtype=np.int64)  # choices per hinge, over the nodes
-        for f in fits:
-            if f.size:
-                reps = np.maximum(reps, f.max(axis=0))
+        self.low, fits = [], []
+        for v in self.values:
+            low, fit = _turns_within(v, self.lo, self.hi)
+            self.low.append(low)
+            fits.append(fit)
+        reps = self._choices(which)  # choices per hinge, over the nodes
         self.reps, self.k = reps, int(np.prod(reps))
         # per state (K, H) its choice per hinge
         self.choice = np.stack(np.unravel_index(np.arange(self.k), tuple(reps)), axis=1)
@@ -301,14 +303,32 @@ class TurnStates:
         path, turns uncounted), within the limits; None where none is. The turns of a
         hinge are counted once a path chosen without them leaves its limits: most paths
         need few counted or none (a state per choice of every hinge: xArm7's four, 16)."""
+        if not self.which.any():
+            return plain()
         while True:
-            at = plain() if not self.which.any() else self._path(edges, misses, edge_misses)
-            if at is None:
-                return None
-            beyond = self.unplaced(at) & ~self.which
-            if not beyond.any():
+            at = self._path(edges, misses, edge_misses)
+            if at is None or not self.retrack(at):
                 return at
-            self.track(self.which | beyond)
+
+    def retrack(self, path: Sequence[int] | NDArray[np.intp]) -> bool:
+        """Count the turns of the hinges the path through the nodes ``path`` (per coarse
+        frame, positions in its nodes) leaves the limits of, uncounted so far; whether
+        there were any."""
+        beyond = self.unplaced(np.asarray(path, dtype=np.intp)) & ~self.which
+        if not beyond.any() or np.prod(self._choices(self.which | beyond)) > MAX_STATES:
+            return False
+        self.track(self.which | beyond)
+        return True
+
+    def _choices(self, which: NDArray[np.bool_]) -> NDArray[np.int64]:
+        """Per hinge of ``which`` the most whole turns within its limits a node has (at
+        least 1): a node's states are their product."""
+        out = np.ones(int(which.sum()), dtype=np.int64)
+        for v in self.all_values:
+            if v.size:
+                _, fit = _turns_within(v[:, which], self.all_lo[which], self.all_hi[which])
+                out = np.maximum(out, fit.max(axis=0))
+        return out
 
     def _path(self, edges: list[Costs], misses: list[NDArray[np.intp]],
               edge_misses: list[NDArray[np.intp] | None]) -> NDArray[np.intp] | None:
@@ -351,6 +371,13 @@ class TurnStates:
             st, at = int(self.after[st, self._codes(i)[to, at]]), to
             out[i] = at
         return out
+
+
+def _turns_within(v: Array, lo: Array, hi: Array) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+    """Per row and column of angles ``v`` (k, H) the fewest whole turns that put it within
+    ``lo``..``hi`` (H,), and how many do (rad)."""
+    low = np.ceil((lo - v) / TURN - 1e-9).astype(np.int64)
+    return low, np.floor((hi - v) / TURN + 1e-9).astype(np.int64) - low + 1
 
 
 def _same(counts: NDArray[np.intp]) -> bool:
