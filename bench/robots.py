@@ -2,7 +2,7 @@
 clip.
 
 ``.venv/bin/python bench/robots.py [--clips 10] [--frames 1000] [--robots ur5 xarm7]``
-(about five minutes on the 2-core VM; writes bench/results/robots.md; needs the
+(about three minutes on the 2-core VM; writes bench/results/robots.md; needs the
 ``robots`` extra). Not a test: it prints tables.
 
 Each robot is imported as the CLI's ``import-urdf`` does (``app.urdf.load_urdf``), its
@@ -62,6 +62,10 @@ ROBOTS = {
     "baxter, both arms": ("baxter_description/urdf/baxter.urdf",
                           "right_hand_range_joint left_hand_range_joint",
                           "14 hinges, two tools"),
+    "so101": ("so_arm_description/urdf/so101.urdf", "gripper_frame_joint",
+              "5 hinges (LeRobot's SO-101)"),
+    "tiago": ("tiago_description/robots/tiago_no_hand.urdf", "wrist_tool_joint",
+              "torso slider and 7 hinges"),
     "g1": ("g1_description/urdf/g1_29dof_rev_1_0.urdf",
            "left_hand_palm_joint right_hand_palm_joint left_ankle_roll_joint "
            "right_ankle_roll_joint", "29 hinges, hands and feet"),
