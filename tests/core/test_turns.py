@@ -163,38 +163,42 @@ def test_a_path_that_winds_beyond_its_limits_is_searched_within_them() -> None:
     assert res.jumps  # the turn back, reported
 
 
+C = 7  # coarse frames of the hand-built ladders
+
+
+def hand_ladder(step: float) -> ladder.Ladder:
+    """By hand, a ladder of one hinge of limits +-2 pi (4 pi wide) over ``C`` coarse
+    frames and two nodes a frame: node 0 turns ``step`` rad a frame, node 1 turns back
+    0.5 rad a frame (3 rad in all); staying on node 0 costs 1 an edge, on node 1 2, and a
+    switch 100; the turns counted by a ``TurnStates``."""
+    angles = np.stack([np.arange(C) * step, -np.arange(C) * 0.5], axis=1)
+    qs = np.angle(np.exp(1j * angles))[:, :, None]  # (C, 2 slots, 1 column), wrapped
+    nodes = [np.arange(2) for _ in range(C)]
+    edges = [np.zeros((0, 0), dtype=np.float32)] + [
+        np.array([[1.0, 100.0], [100.0, 2.0]], dtype=np.float32) for _ in range(C - 1)]
+    lad = ladder.Ladder(edges, nodes, [np.zeros(2, dtype=np.intp) for _ in range(C)])
+    model = type("M", (), {"turn_lo": np.array([-TURN]), "turn_hi": np.array([TURN])})
+    lad.turns = TurnStates(model, qs, nodes)
+    return lad
+
+
 def test_the_ladder_counts_turns_to_stay_within_the_limits() -> None:
-    """By hand, a ladder of one hinge of limits +-2 pi (4 pi wide) over 7 coarse frames
-    and two nodes a frame: node 0 turns 2.5 rad a frame (15 rad in all, further than the
-    limits allow at any whole turn), node 1 turns back 0.5 rad a frame (3 rad). Staying
-    on node 0 costs 1 an edge, on node 1 2, and a switch 100. Turns uncounted, the path
-    takes node 0 throughout (6); that path leaves the limits, so the turns are counted
+    """The hand-built ladder with node 0 turning 2.5 rad a frame (15 rad in all, further
+    than the limits allow at any whole turn): turns uncounted, the path takes node 0
+    throughout (6); that path leaves the limits, so the turns are counted
     (``TurnStates.retrack``), and the path takes node 1 throughout (12), the least-cost
     path within the limits. With node 0 turning 1.5 rad a frame (9 rad: within them,
     started low), nothing is counted and it takes node 0."""
-    c = 7
-
-    def ladder_for(step: float) -> ladder.Ladder:
-        angles = np.stack([np.arange(c) * step, -np.arange(c) * 0.5], axis=1)
-        qs = np.angle(np.exp(1j * angles))[:, :, None]  # (C, 2 slots, 1 column), wrapped
-        nodes = [np.arange(2) for _ in range(c)]
-        edges = [np.zeros((0, 0), dtype=np.float32)] + [
-            np.array([[1.0, 100.0], [100.0, 2.0]], dtype=np.float32) for _ in range(c - 1)]
-        lad = ladder.Ladder(edges, nodes, [np.zeros(2, dtype=np.intp) for _ in range(c)])
-        model = type("M", (), {"turn_lo": np.array([-TURN]), "turn_hi": np.array([TURN])})
-        lad.turns = TurnStates(model, qs, nodes)
-        return lad
-
-    winds = ladder_for(2.5)
+    winds = hand_ladder(2.5)
     assert winds.turns is not None
-    assert winds.path().tolist() == [0] * c  # the ladder's own path, turns uncounted
-    assert winds.turns.retrack([0] * c)  # it leaves the limits: the turns are counted
+    assert winds.path().tolist() == [0] * C  # the ladder's own path, turns uncounted
+    assert winds.turns.retrack([0] * C)  # it leaves the limits: the turns are counted
     assert winds.turns.which.tolist() == [True]
-    assert winds.path().tolist() == [1] * c
-    fits = ladder_for(1.5)
-    assert fits.path().tolist() == [0] * c
-    assert fits.turns is not None and not fits.turns.retrack([0] * c)
-    assert fits.path().tolist() == [0] * c
+    assert winds.path().tolist() == [1] * C
+    fits = hand_ladder(1.5)
+    assert fits.path().tolist() == [0] * C
+    assert fits.turns is not None and not fits.turns.retrack([0] * C)
+    assert fits.path().tolist() == [0] * C
 
 
 def test_turns_are_counted_up_to_a_bound(monkeypatch) -> None:
@@ -202,39 +206,28 @@ def test_turns_are_counted_up_to_a_bound(monkeypatch) -> None:
     away), three at 0 rad (-2 pi, 0 and 2 pi: the first frame's); with the states held to
     2 (``MAX_STATES``) nothing is counted and the ladder's own path stays, where the plan
     then searches within the limits."""
-    c = 7
-    angles = np.stack([np.arange(c) * 2.5, -np.arange(c) * 0.5], axis=1)
-    qs = np.angle(np.exp(1j * angles))[:, :, None]
-    nodes = [np.arange(2) for _ in range(c)]
-    model = type("M", (), {"turn_lo": np.array([-TURN]), "turn_hi": np.array([TURN])})
-    states = TurnStates(model, qs, nodes)
+    states = hand_ladder(2.5).turns
+    assert states is not None
     assert states._choices(np.array([True])).tolist() == [3]
     monkeypatch.setattr(turns, "MAX_STATES", 2)
-    assert not states.retrack([0] * c)
+    assert not states.retrack([0] * C)
     assert not states.which.any()
 
 
 def test_an_edge_whose_frames_leave_the_limits_is_out() -> None:
-    """The same ladder with node 0 turning 1.5 rad a frame (within the limits at the
-    coarse frames), but the filled frames of its first edge reaching 4 rad back from its
-    start: from the start's only turns whose path fits (9 rad from 0, one turn down:
+    """The hand-built ladder with node 0 turning 1.5 rad a frame (within the limits at
+    the coarse frames), but the filled frames of its first edge reaching 4 rad back from
+    its start: from the start's only turns whose path fits (9 rad from 0, one turn down:
     -2 pi .. 2.7 rad) that edge leaves the limits; the turns are counted, and the path
     takes node 1."""
-    c = 7
-    angles = np.stack([np.arange(c) * 1.5, -np.arange(c) * 0.5], axis=1)
-    qs = np.angle(np.exp(1j * angles))[:, :, None]
-    nodes = [np.arange(2) for _ in range(c)]
-    edges = [np.zeros((0, 0), dtype=np.float32)] + [
-        np.array([[1.0, 100.0], [100.0, 2.0]], dtype=np.float32) for _ in range(c - 1)]
-    lad = ladder.Ladder(edges, nodes, [np.zeros(2, dtype=np.intp) for _ in range(c)])
-    model = type("M", (), {"turn_lo": np.array([-TURN]), "turn_hi": np.array([TURN])})
-    lad.turns = TurnStates(model, qs, nodes)
-    assert lad.path().tolist() == [0] * c
-    assert not lad.turns.retrack([0] * c)  # within the limits at the coarse frames
+    lad = hand_ladder(1.5)
+    assert lad.turns is not None
+    assert lad.path().tolist() == [0] * C
+    assert not lad.turns.retrack([0] * C)  # within the limits at the coarse frames
     lad.turns.interior(1, 0, 0, np.array([[0.0], [-2.0], [-4.0], [-2.0], [1.5]]))
-    assert lad.turns.unplaced(np.zeros(c, dtype=np.intp)).tolist() == [True]
-    assert lad.turns.retrack([0] * c)
-    assert lad.path().tolist() == [1] * c
+    assert lad.turns.unplaced(np.zeros(C, dtype=np.intp)).tolist() == [True]
+    assert lad.turns.retrack([0] * C)
+    assert lad.path().tolist() == [1] * C
 
 
 def xarm7() -> BatchedModel:
