@@ -179,6 +179,7 @@ class BatchedModel:
         # the limits of hinges searched modulo a turn within them (``with_turns_free``)
         self.turn_lo = np.full(self.n, -np.inf)
         self.turn_hi = np.full(self.n, np.inf)
+        self.turns_placed = False  # a path's given ends stand at their own turns
         self._all_cols = np.arange(self.n)
         self._col_tables: dict[bytes, tuple[NDArray[np.intp], Array, NDArray[np.bool_]]] = {}
         self._fold_prefix()
@@ -381,11 +382,12 @@ class BatchedModel:
         return out
 
     # -- configuration space -----------------------------------------------------------
-    def with_turns_free(self, cols: NDArray[np.bool_]) -> BatchedModel:
+    def with_turns_free(self, cols: NDArray[np.bool_], placed: bool = False) -> BatchedModel:
         """This model with the solved hinges among the columns ``cols`` (n,) without
         limits: their angles (rad) matter modulo a turn (``wraps``), their limits kept as
-        ``turn_lo``, ``turn_hi`` (the path search counts their turns within them). The
-        same FK; a copy."""
+        ``turn_lo``, ``turn_hi`` (the path search counts their turns within them);
+        ``placed``: a path's given start and end are where the path is to join (the poses
+        around it), at their own turns. The same FK; a copy."""
         free = cols & self.hinges & ~self.held
         out = copy.copy(self)
         for name in ("_plan", "_folded_plan", "_anchor_plan"):  # built from ``wraps``
@@ -395,6 +397,7 @@ class BatchedModel:
         out.wraps = self.wraps | free
         out.turn_lo = np.where(free, self.lo, self.turn_lo)
         out.turn_hi = np.where(free, self.hi, self.turn_hi)
+        out.turns_placed = placed
         return out
 
     def recentre(self, q: Array) -> Array:

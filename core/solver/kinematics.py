@@ -143,6 +143,7 @@ class BatchedKinematics(Protocol):
     # +-inf elsewhere
     turn_lo: Array
     turn_hi: Array
+    turns_placed: bool  # a path's given ends stand at their own turns (with_turns_free)
     hinges: NDArray[np.bool_]  # revolute joints' angles (not a spherical joint's)
     rotvec_starts: NDArray[np.int_]  # first column of each rotation vector (ROTVEC triple)
 
@@ -182,9 +183,11 @@ class BatchedKinematics(Protocol):
         """``q`` (n, k) with every chart kept away from its singularity (same poses)."""
         ...
 
-    def with_turns_free(self, cols: NDArray[np.bool_]) -> BatchedKinematics:
+    def with_turns_free(self, cols: NDArray[np.bool_], placed: bool = False
+                        ) -> BatchedKinematics:  # fmt: skip
         """The same model with the hinge columns ``cols`` (n,) without limits (values
-        modulo a turn: ``wraps``), those limits kept as ``turn_lo``, ``turn_hi``."""
+        modulo a turn: ``wraps``), those limits kept as ``turn_lo``, ``turn_hi``;
+        ``placed``: a path's given ends stand at their own turns."""
         ...
 
     def nearest(self, ref: Array, q: Array) -> Array:

@@ -49,27 +49,39 @@ def test_a_path_is_moved_by_whole_turns_into_its_limits() -> None:
     """By hand: limits +-2 pi and a path from 5 to 8 rad (over the upper limit) moved one
     turn down; from -3 to 3, the middle already; from 3 to 13 rad, narrower than the range
     (4 pi) but at no whole turn within it (one turn down it ends at 6.72, two turns down
-    it starts at -9.57); a path wrapped into (-pi, pi] is made continuous first; with its
-    turns kept, only a path already within its limits is; a path of no frames stays."""
+    it starts at -9.57); a path wrapped into (-pi, pi] is made continuous first; joined to
+    given poses (``anchors``: the frames before and after it), moved by the whole turns
+    that put its frames nearest them, where those agree and fit; a path of no frames
+    stays."""
     model = type("M", (), {"lo": np.array([-TURN, -1.0]), "hi": np.array([TURN, 1.0])})
     cols = np.array([True, False])
     up = np.column_stack([np.linspace(5.0, 8.0, 7), np.zeros(7)])
-    got = within_limits(model, up, cols, keep_turns=False)
+    got = within_limits(model, up, cols)
     assert got is not None
     np.testing.assert_allclose(got[:, 0], np.linspace(5.0, 8.0, 7) - TURN)
     assert got[:, 1].tolist() == [0.0] * 7
     middle = np.column_stack([np.linspace(-3.0, 3.0, 7), np.zeros(7)])
-    np.testing.assert_allclose(within_limits(model, middle, cols, False), middle)
+    np.testing.assert_allclose(within_limits(model, middle, cols), middle)
     wide = np.column_stack([np.linspace(3.0, 13.0, 40), np.zeros(40)])
-    assert within_limits(model, wide, cols, False) is None
+    assert within_limits(model, wide, cols) is None
     wrapped = up.copy()
     wrapped[:, 0] = np.angle(np.exp(1j * up[:, 0]))  # 5 .. 8 rad as (-pi, pi]
-    got = within_limits(model, wrapped, cols, False)
+    got = within_limits(model, wrapped, cols)
     assert got is not None
     np.testing.assert_allclose(got[:, 0], np.linspace(5.0, 8.0, 7) - TURN, atol=1e-12)
-    assert within_limits(model, up, cols, keep_turns=True) is None
-    np.testing.assert_allclose(within_limits(model, middle, cols, True), middle)
-    assert within_limits(model, np.zeros((0, 2)), cols, False).shape == (0, 2)
+    # joined to the poses around it: a turn up from where its first frame is (5 rad:
+    # beyond the limits), none; its frames kept where they join the poses unmoved
+    assert within_limits(model, up, cols, [(0, up[0])]) is None
+    np.testing.assert_allclose(within_limits(model, middle, cols, [(0, middle[0])]), middle)
+    # the frame after the last at 3.1 rad: the path ends there, wrapped as it may be
+    got = within_limits(model, wrapped, cols, [(6, np.array([8.1 - TURN, 0.0]))])
+    assert got is not None
+    np.testing.assert_allclose(got[:, 0], np.linspace(5.0, 8.0, 7) - TURN, atol=1e-12)
+    # ... at -3.2 rad (8.1 - 2 turns): a turn below the only whole turn that fits
+    assert within_limits(model, wrapped, cols, [(6, np.array([8.1 - 2 * TURN, 0.0]))]) is None
+    # the two ends joined a turn apart from each other: no whole turn joins both
+    assert within_limits(model, middle, cols, [(0, middle[0]), (6, middle[6] + TURN)]) is None
+    assert within_limits(model, np.zeros((0, 2)), cols).shape == (0, 2)
 
 
 def test_a_clip_of_no_frames_or_one() -> None:
@@ -166,11 +178,12 @@ def test_a_path_that_winds_beyond_its_limits_is_searched_within_them() -> None:
 C = 7  # coarse frames of the hand-built ladders
 
 
-def hand_ladder(step: float) -> ladder.Ladder:
+def hand_ladder(step: float, tie_start: bool = False) -> ladder.Ladder:
     """By hand, a ladder of one hinge of limits +-2 pi (4 pi wide) over ``C`` coarse
     frames and two nodes a frame: node 0 turns ``step`` rad a frame, node 1 turns back
     0.5 rad a frame (3 rad in all); staying on node 0 costs 1 an edge, on node 1 2, and a
-    switch 100; the turns counted by a ``TurnStates``."""
+    switch 100; the turns counted by a ``TurnStates`` (``tie_start``: the first frame's
+    nodes at their own turns, as where a path joins the pose before it)."""
     angles = np.stack([np.arange(C) * step, -np.arange(C) * 0.5], axis=1)
     qs = np.angle(np.exp(1j * angles))[:, :, None]  # (C, 2 slots, 1 column), wrapped
     nodes = [np.arange(2) for _ in range(C)]
@@ -178,7 +191,7 @@ def hand_ladder(step: float) -> ladder.Ladder:
         np.array([[1.0, 100.0], [100.0, 2.0]], dtype=np.float32) for _ in range(C - 1)]
     lad = ladder.Ladder(edges, nodes, [np.zeros(2, dtype=np.intp) for _ in range(C)])
     model = type("M", (), {"turn_lo": np.array([-TURN]), "turn_hi": np.array([TURN])})
-    lad.turns = TurnStates(model, qs, nodes)
+    lad.turns = TurnStates(model, qs, nodes, tie_start)
     return lad
 
 
@@ -199,6 +212,19 @@ def test_the_ladder_counts_turns_to_stay_within_the_limits() -> None:
     assert fits.path().tolist() == [0] * C
     assert fits.turns is not None and not fits.turns.retrack([0] * C)
     assert fits.path().tolist() == [0] * C
+
+
+def test_a_path_tied_to_its_start_keeps_its_turns() -> None:
+    """The hand-built ladder with node 0 turning 1.5 rad a frame (0 to 9 rad: within the
+    limits one turn down, not at its own): tied to its start's own turn, that path leaves
+    the limits, the turns are counted, and the path takes node 1 (0 to -3 rad)."""
+    lad = hand_ladder(1.5, tie_start=True)
+    assert lad.turns is not None
+    assert lad.path().tolist() == [0] * C
+    assert lad.turns.unplaced(np.zeros(C, dtype=np.intp)).tolist() == [True]
+    assert lad.turns.retrack([0] * C)
+    assert lad.path().tolist() == [1] * C
+    assert not hand_ladder(1.5).turns.unplaced(np.zeros(C, dtype=np.intp)).any()
 
 
 def test_turns_are_counted_up_to_a_bound(monkeypatch) -> None:
@@ -251,3 +277,52 @@ def test_a_redundant_arm_without_its_turns_counted_flips(monkeypatch) -> None:
     monkeypatch.setattr(turns.TurnStates, "retrack", lambda self, path: False)
     ratio, _ = bake(xarm7(), 2, frames=300)
     assert ratio > 10.0
+
+
+def joined(model: BatchedModel, seed: int, frames: int, part: tuple[int, int],
+           before: bool) -> float:
+    """A smooth clip's frames ``part`` (a, b) baked again between the truth's poses
+    around them (the frame before, when ``before``, and the frame after), as a re-baked
+    range of an animation is: the largest step of the joined path (the frame before, the
+    part, the frame after) over the truth's; every frame of the part converged, on
+    target and within the limits."""
+    truth = smooth_path(model.lo, model.hi, frames, seed)
+    targets = model.transforms(truth)
+    a, b = part
+    res = solve_path(model, targets[a:b], settings=SolverSettings(),
+                     before=truth[a - 1] if before else None, after=truth[b])
+    assert res.converged.all()
+    _, pos = model.pose(res.q)
+    assert np.abs(pos[:, 0] - targets[a:b, 0, :3, 3]).max() < 2e-3
+    assert np.all(res.q >= model.lo) and np.all(res.q <= model.hi)
+    path = np.concatenate([truth[a - 1:a] if before else res.q[:0], res.q, truth[b:b + 1]])
+    return float(np.abs(np.diff(path, axis=0)).max() / np.abs(np.diff(truth, axis=0)).max())
+
+
+def test_a_part_joins_the_frame_after_it_at_its_turns() -> None:
+    """UR5, frames 100-299 of a 400-frame clip (seed 0) baked again with only the frame
+    after them given (a range at the start of an animation, keys after it): the part
+    ends at the turns that join that frame, 1.05 times the truth's largest step
+    (measured; stop 47 placed it nearest the middle of the limits, a turn off: 20.9x)."""
+    assert joined(robot("ur5_robot"), 0, 400, (100, 300), before=False) < 2.0
+
+
+def test_a_redundant_arm_joins_both_frames_around_it() -> None:
+    """xArm7, frames 100-299 of a 400-frame clip (seed 2) baked again between the frames
+    before and after them: the search ties the part's ends to those frames' turns and
+    counts the turns between (``TurnStates`` ``tie_start``, ``tie_end``), 1.62 times the
+    truth's largest step (measured; stop 47: 7.8x)."""
+    assert joined(xarm7(), 2, 400, (100, 300), before=True) < 2.0
+
+
+def test_a_redundant_arm_with_its_ends_untied_jumps(monkeypatch) -> None:
+    """The counterfactual of the test above: with the part's ends not tied to the turns
+    of the frames around it, its least motion winds a turn off between them; no whole
+    turn joins both, and the search within the limits that follows jumps (7.8x)."""
+    untied = turns.TurnStates.__init__
+
+    def init(self, model, qs, nodes, tie_start=False, tie_end=False) -> None:
+        untied(self, model, qs, nodes)
+
+    monkeypatch.setattr(turns.TurnStates, "__init__", init)
+    assert joined(xarm7(), 2, 400, (100, 300), before=True) > 4.0

@@ -24,7 +24,7 @@ from ..lm.starts import t_pose
 from .candidates import GRID_SHARE, GridTracks
 from .fill import Fill, Filler
 from .search import PathResult, Search, frame_steps, jump_frames
-from .turns import TurnStates
+from .turns import TURN, TurnStates
 
 MISSED_NODES = 16  # candidates kept at a coarse frame where none converged
 # on a first pass (a quick one, with retries behind it) an edge no fill has touched
@@ -416,7 +416,8 @@ def ladder_path(search: Search, stride: int, coarse_motion: float, lane_frames: 
     ladder = Ladder(costs, nodes, [(~ok[nd]).astype(np.intp)
                                    for ok, nd in zip(oks, nodes, strict=True)])
     if np.isfinite(model.turn_lo).any():  # hinges searched modulo a turn within limits
-        ladder.turns = TurnStates(model, qs, nodes)
+        ladder.turns = TurnStates(model, qs, nodes, model.turns_placed and start is not None,
+                                  model.turns_placed and end is not None and len(idx) > 1)
     fills: dict[tuple[int, int, int], Fill] = {}
     edges: list[tuple[int, int, int]] = []
     rounds = max(opts.path_rounds, 1)
@@ -481,6 +482,10 @@ def ladder_path(search: Search, stride: int, coarse_motion: float, lane_frames: 
         q[0] = qs[0, int(np.argmax(oks[0]))]
     if search.wrap.any():  # segments may end a whole turn apart: join them
         q[:, search.wrap] = np.unwrap(q[:, search.wrap], axis=0)
+    if ladder.turns is not None and ladder.turns.ties[1] and start is None and end is not None:
+        # its end at its own turns, as the search placed it (``TurnStates``)
+        cols = ladder.turns.hinges
+        q[:, cols] += TURN * np.round((end[cols] - q[-1, cols]) / TURN)
     # the coarse frames' own errors and convergence; a coarse frame no candidate reached
     # may hold a slot that never lived: every frame within the limits, its held values in
     q[idx] = problem.hold(np.clip(q[idx], model.lo, model.hi), idx)

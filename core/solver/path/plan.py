@@ -145,11 +145,17 @@ def solve_path(model: BatchedKinematics, targets: ArrayLike,
     if not wide.any():
         return _solve(model, targets, weights, settings, opts, start, before, after, held,
                       poles, progress)
-    # searched free, modulo a turn, then moved within the limits (``turns``)
-    free = _solve(model.with_turns_free(wide), targets, weights, settings, opts, start,
-                  before, after, held, poles, progress)
-    fixed = start is not None or before is not None or after is not None
-    q = within_limits(model, free.q, wide, fixed)
+    # the poses the path joins: its first frame's (given, or the frame's before), the
+    # frame's after its last
+    anchors = [(0, np.asarray(p, dtype=float).reshape(model.n))
+               for p in (start if start is not None else before,) if p is not None]
+    if after is not None and len(targets):
+        anchors.append((len(targets) - 1, np.asarray(after, dtype=float).reshape(model.n)))
+    # searched free, modulo a turn, its ends at their own turns where it joins poses,
+    # then moved within the limits (``turns``)
+    free = _solve(model.with_turns_free(wide, bool(anchors)), targets, weights, settings,
+                  opts, start, before, after, held, poles, progress)
+    q = within_limits(model, free.q, wide, anchors)
     if q is not None:
         free.q = q
         return free

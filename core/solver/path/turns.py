@@ -16,10 +16,12 @@ nearest their middle. On a redundant arm the least motion modulo a turn may wind
 than the limits allow (xArm7's seed 0: 9.1 and 10.0 rad against the truth's 7.5, at no
 whole turn within +-2 pi), so the ladder's search counts the turns of the hinges its
 path leaves the limits on (``TurnStates``) and keeps to the least-motion path within
-them. Where no whole number of turns places the path still, it is searched again within
-the limits, as before. Where the path must start or end at given poses
-(``solve_path``'s ``start``, ``before``, ``after``) it is kept only where it is within
-the limits unmoved. Angles rad.
+them. Where the path joins given poses (``solve_path``'s ``start``, ``before``,
+``after``: a re-baked part of an animation), its ends stand at those poses' own turns:
+the search ties them there (``TurnStates``' ``tie_start``, ``tie_end``) and the path is
+moved by the whole turns that join them (``within_limits``' ``anchors``). Where no whole
+number of turns places the path still, it is searched again within the limits, as
+before. Angles rad.
 """
 
 from __future__ import annotations
@@ -49,11 +51,13 @@ def wide_hinges(model: BatchedKinematics) -> NDArray[np.bool_]:
 
 
 def within_limits(model: BatchedKinematics, q: Array, cols: NDArray[np.bool_],
-                  keep_turns: bool) -> Array | None:  # fmt: skip
+                  anchors: Sequence[tuple[int, Array]] = ()) -> Array | None:  # fmt: skip
     """``q`` (F, n) with each of the columns ``cols`` made continuous (each step the
     nearest way, whole turns added: the same poses) and moved by the whole number of
-    turns that puts its path within its limits, nearest their middle (``keep_turns``: by
-    none); None where no whole number does (rad)."""
+    turns that puts its path within its limits, nearest their middle; with ``anchors``
+    (frame, pose (n,)): by the whole number that puts each anchor's frame nearest its
+    pose (the poses a path joins: the frames before and after it). None where no whole
+    number does (rad)."""
     out = q.copy()
     if len(q) == 0:
         return out
@@ -62,10 +66,11 @@ def within_limits(model: BatchedKinematics, q: Array, cols: NDArray[np.bool_],
         low, high = float(out[:, c].min()), float(out[:, c].max())
         first = math.ceil((model.lo[c] - low) / TURN - 1e-9)  # the fewest turns that fit
         last = math.floor((model.hi[c] - high) / TURN + 1e-9)  # ... and the most
-        if first > last or (keep_turns and not first <= 0 <= last):
+        joins = {round((float(pose[c]) - out[f, c]) / TURN) for f, pose in anchors}
+        if first > last or len(joins) > 1 or (joins and not first <= min(joins) <= last):
             return None
         middle = 0.5 * (model.lo[c] + model.hi[c]) - 0.5 * (low + high)
-        turns = 0 if keep_turns else min(max(round(middle / TURN), first), last)
+        turns = min(joins) if joins else min(max(round(middle / TURN), first), last)
         out[:, c] = np.clip(out[:, c] + turns * TURN, model.lo[c], model.hi[c])
     return out
 
@@ -98,8 +103,11 @@ class TurnStates:
     ``qs`` (C, slots, n) the coarse frames' candidates, ``nodes`` per coarse frame the
     slots in the graph. Angles rad."""
 
-    def __init__(self, model: BatchedKinematics, qs: Array, nodes: list[NDArray[np.intp]]
-                 ) -> None:  # fmt: skip
+    def __init__(self, model: BatchedKinematics, qs: Array, nodes: list[NDArray[np.intp]],
+                 tie_start: bool = False, tie_end: bool = False) -> None:  # fmt: skip
+        # the first (last) coarse frame's one node stands at its own turns: a path that
+        # joins the poses around it
+        self.ties = (tie_start, tie_end)
         hinges = np.flatnonzero(np.isfinite(model.turn_lo) & np.isfinite(model.turn_hi))
         self.hinges = hinges
         self.all_lo, self.all_hi = model.turn_lo[hinges], model.turn_hi[hinges]
@@ -130,6 +138,9 @@ class TurnStates:
         # per state (K, H) its choice per hinge
         self.choice = np.stack(np.unravel_index(np.arange(self.k), tuple(reps)), axis=1)
         self.within = [np.all(self.choice[None] < f[:, None], axis=2) for f in fits]
+        for at, tied in zip((0, -1), self.ties, strict=True):
+            if tied:  # only the state of no turn added
+                self.within[at] &= np.all(self.low[at][:, None] + self.choice[None] == 0, axis=2)
         self._tables()
         self.codes: dict[int, NDArray[np.int16]] = {}  # per transition (``_codes``)
         # per transition, the filled edges (to, from) whose frames leave the limits from
@@ -224,7 +235,14 @@ class TurnStates:
                 high = np.maximum(high, u[i - 1] + reach[1])
         first = np.ceil((self.all_lo - low) / TURN - 1e-9)
         last = np.floor((self.all_hi - high) / TURN + 1e-9)
-        return first > last
+        out = first > last
+        tie_start, tie_end = self.ties
+        joins = [np.zeros(len(u[0]))] if tie_start else []  # the turns each tie asks
+        if tie_end:
+            joins.append(np.round((v[-1] - u[-1]) / TURN))
+        for turns in joins:
+            out |= (turns < first) | (turns > last) | (turns != joins[0])
+        return out
 
     def _totals(self, i: int, forward: bool) -> tuple[Costs, NDArray[np.int64] | None]:
         """The edges into coarse frame ``i`` with the pass behind them: forward, per state
