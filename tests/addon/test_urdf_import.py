@@ -19,6 +19,7 @@ import bpy
 import numpy as np
 import pytest
 from addon_helpers import blender_joint_worlds, bone_world
+from bpy_extras import anim_utils
 
 ARM = """<?xml version="1.0"?>
 <robot name="arm">
@@ -301,24 +302,17 @@ def test_file_browser_shows_urdf_files():
     assert bpy.ops.dhik.import_urdf.poll()
 
 
-@pytest.mark.parametrize("urdf, tool", [
-    ("ur_description/urdf/ur5_robot.urdf", "ee_fixed_joint"),
-    ("xarm_description/urdf/xarm7.urdf", "joint_eef"),
-], ids=["ur5", "xarm7"])
-def test_a_robot_bakes_flip_free_within_limits_of_two_turns(ext, core, tmp_path, urdf, tool):
-    """example-robot-data's UR5 (five hinges of +-2 pi) and xArm7 (seven hinges, four of
-    +-2 pi) imported, the tool's target keyed on each of 200 frames from a smooth joint
-    path within the limits, baked by the operator: every frame converged and its tool on
-    target as Blender shows it, every joint value keyed within its limits, no step over
-    twice the path's largest (searched within the limits, such UR5 clips jumped about
-    100x; xArm7's, its turns uncounted, 7.9x: solver/path/turns.py)."""
+def _robot_baked(ext, core, tmp_path: Path, urdf: str, tool: str, frames: int = 200):
+    """example-robot-data's robot ``urdf`` imported, the target of its joint ``tool``
+    keyed on each of ``frames`` frames from a smooth joint path within the limits, baked
+    by the operator: the armature, the hinges, the path (F, hinges) (rad) and the
+    animation.json written."""
     path = robot_file(urdf)
     ob = _import(path)
     s = bpy.context.scene.dhik
     s.effector = tool
     defn = ext.load_urdf(path).skeleton
     hinges = [j for j in defn.joints if j.type == "revolute"]
-    frames = 200
     rng = np.random.default_rng(0)
     t = np.arange(frames)[:, None] / frames
     lo = np.array([j.limits[0] for j in hinges])
@@ -342,6 +336,25 @@ def test_a_robot_bakes_flip_free_within_limits_of_two_turns(ext, core, tmp_path,
     anim = tmp_path / "animation.json"
     s.animation_path = str(anim)
     assert bpy.ops.dhik.bake() == {"FINISHED"}
+    return ob, hinges, truth, anim
+
+
+@pytest.mark.parametrize("urdf, tool", [
+    ("ur_description/urdf/ur5_robot.urdf", "ee_fixed_joint"),
+    ("xarm_description/urdf/xarm7.urdf", "joint_eef"),
+], ids=["ur5", "xarm7"])
+def test_a_robot_bakes_flip_free_within_limits_of_two_turns(ext, core, tmp_path, urdf, tool):
+    """example-robot-data's UR5 (five hinges of +-2 pi) and xArm7 (seven hinges, four of
+    +-2 pi) imported, the tool's target keyed on each of 200 frames from a smooth joint
+    path within the limits, baked by the operator: every frame converged and its tool on
+    target as Blender shows it, every joint value keyed within its limits, no step over
+    twice the path's largest (searched within the limits, such UR5 clips jumped about
+    100x; xArm7's, its turns uncounted, 7.9x: solver/path/turns.py)."""
+    frames = 200
+    ob, hinges, truth, anim = _robot_baked(ext, core, tmp_path, urdf, tool, frames)
+    s = bpy.context.scene.dhik
+    lo = np.array([j.limits[0] for j in hinges])
+    hi = np.array([j.limits[1] for j in hinges])
     assert s.result_converged == frames
     baked = core.formats.load_animation(anim)
     got = np.array([[fr["joints"][j.name]["angle"] for j in hinges] for fr in baked])
@@ -352,5 +365,50 @@ def test_a_robot_bakes_flip_free_within_limits_of_two_turns(ext, core, tmp_path,
     for f in range(0, frames, 7):
         bpy.context.scene.frame_set(f)
         shown = bone_world(ob, tool)  # the bone's world frame, as evaluated
+        goal = np.array(target.matrix_world)
+        assert np.linalg.norm(shown[:3, 3] - goal[:3, 3]) < s.position_tolerance
+
+
+@pytest.mark.parametrize("urdf, tool", [
+    ("ur_description/urdf/ur5_robot.urdf", "ee_fixed_joint"),
+    ("xarm_description/urdf/xarm7.urdf", "joint_eef"),
+], ids=["ur5", "xarm7"])
+@pytest.mark.parametrize("part", [(0, 99), (60, 140)], ids=["keys-after", "keys-around"])
+def test_a_robot_rebake_joins_the_keys_around_it(ext, core, tmp_path, urdf, tool, part):
+    """The robot baked on 200 frames, then frames ``part`` baked again by the operator
+    (the keys after them, or on both sides, left): the part ends at the turns of the
+    keys after it (stop 47: a UR5 part keyed after at the turns nearest the middle of
+    the limits, one turn off, about 100x the path's largest step at the join): every
+    joint's keyed value steps no more than twice the path's largest step across the
+    range's edges, its F-curves with them, and every frame of the part is on target as
+    Blender shows it."""
+    ob, hinges, truth, anim = _robot_baked(ext, core, tmp_path, urdf, tool)
+    s = bpy.context.scene.dhik
+    first = core.formats.load_animation(anim)
+    s.use_scene_range = False
+    s.frame_start, s.frame_end = part
+    s.animation_path = str(tmp_path / "part.json")
+    assert bpy.ops.dhik.bake() == {"FINISHED"}
+    again = core.formats.load_animation(tmp_path / "part.json")
+    a, b = part
+    assert [fr["frame"] for fr in again] == list(range(a, b + 1))
+    angles = {fr["frame"]: [fr["joints"][j.name]["angle"] for j in hinges] for fr in first}
+    angles.update({fr["frame"]: [fr["joints"][j.name]["angle"] for j in hinges]
+                   for fr in again})
+    lo_f, hi_f = max(a - 1, 0), b + 1
+    joined = np.array([angles[f] for f in range(lo_f, hi_f + 1)])
+    largest = np.abs(np.diff(truth, axis=0)).max()
+    assert np.abs(np.diff(joined, axis=0)).max() < 2.0 * largest
+    ad = ob.animation_data
+    curves = [fc for fc in anim_utils.action_get_channelbag_for_slot(
+        ad.action, ad.action_slot).fcurves if fc.data_path.startswith("pose.bones")]
+    assert len(curves) >= len(hinges)
+    for fc in curves:  # the keyed curves: no whole turn between two frames
+        co = np.array([k.co[1] for k in fc.keyframe_points])
+        assert np.abs(np.diff(co)).max() < 1.0, (fc.data_path, fc.array_index)
+    target = s.target
+    for f in range(a, b + 1, 9):
+        bpy.context.scene.frame_set(f)
+        shown = bone_world(ob, tool)
         goal = np.array(target.matrix_world)
         assert np.linalg.norm(shown[:3, 3] - goal[:3, 3]) < s.position_tolerance
