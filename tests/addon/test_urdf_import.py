@@ -377,11 +377,11 @@ def test_a_robot_bakes_flip_free_within_limits_of_two_turns(ext, core, tmp_path,
 def test_a_robot_rebake_joins_the_keys_around_it(ext, core, tmp_path, urdf, tool, part):
     """The robot baked on 200 frames, then frames ``part`` baked again by the operator
     (the keys after them, or on both sides, left): the part ends at the turns of the
-    keys after it (stop 47: a UR5 part keyed after at the turns nearest the middle of
-    the limits, one turn off, about 100x the path's largest step at the join): every
-    joint's keyed value steps no more than twice the path's largest step across the
-    range's edges, its F-curves with them, and every frame of the part is on target as
-    Blender shows it."""
+    keys after it (on the previous core a UR5 part with keys after it kept the turns
+    its first frame was found at, one turn off: 3.45 rad at the join): every joint's
+    keyed value steps no more than twice the path's largest step across the range's
+    edges, its F-curves with them, and every frame of the part is on target as Blender
+    shows it."""
     ob, hinges, truth, anim = _robot_baked(ext, core, tmp_path, urdf, tool)
     s = bpy.context.scene.dhik
     first = core.formats.load_animation(anim)

@@ -303,7 +303,8 @@ def test_a_part_joins_the_frame_after_it_at_its_turns() -> None:
     """UR5, frames 100-299 of a 400-frame clip (seed 0) baked again with only the frame
     after them given (a range at the start of an animation, keys after it): the part
     ends at the turns that join that frame, 1.05 times the truth's largest step
-    (measured; stop 47 placed it nearest the middle of the limits, a turn off: 20.9x)."""
+    (measured; stop 47 kept the turns its first frame was found at, a turn off:
+    20.9x)."""
     assert joined(robot("ur5_robot"), 0, 400, (100, 300), before=False) < 2.0
 
 
