@@ -327,3 +327,27 @@ def test_a_redundant_arm_with_its_ends_untied_jumps(monkeypatch) -> None:
 
     monkeypatch.setattr(turns.TurnStates, "__init__", init)
     assert joined(xarm7(), 2, 400, (100, 300), before=True) > 4.0
+
+
+def test_a_rough_free_path_of_a_redundant_arm_is_searched_within_the_limits_too(
+        monkeypatch) -> None:
+    """UR5 with its tool's position only (a self-motion of three dimensions), a
+    1,000-frame clip (seed 3): searched free, its path fits the limits at whole turns but
+    stays rough after its retries (2.40 times the truth's largest step, measured);
+    searched within the limits too, the better is kept (1.50x; stop 47 searched within
+    the limits only because no whole turn placed its free path). With that second search
+    switched off (``plan.rough_free``) the rough path stays."""
+    model = robot("ur5_robot")
+    truth = smooth_path(model.lo, model.hi, 1000, 3)
+    targets = model.transforms(truth)
+    largest = np.abs(np.diff(truth, axis=0)).max()
+
+    def ratio() -> float:
+        res = solve_path(model, targets, [(1.0, 0.0)], SolverSettings())
+        assert res.converged.all()
+        assert np.all(res.q >= model.lo) and np.all(res.q <= model.hi)
+        return float(np.abs(np.diff(res.q, axis=0)).max() / largest)
+
+    assert ratio() < 2.0
+    monkeypatch.setattr(plan, "rough_free", lambda free, search: False)
+    assert ratio() > 2.0
