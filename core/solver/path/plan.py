@@ -166,7 +166,11 @@ def solve_path(model: BatchedKinematics, targets: ArrayLike,
     again = _solve(model, targets, weights, settings, opts, start, before, after, held,
                    poles, None)  # its progress untold: the first search told it all
     again.iterations = again.iterations + free.iterations  # that search was work too
-    return again if q is None else _better(model, opts, free, again)
+    if q is None:
+        return again
+    best = _better(model, opts, free, again)
+    best.iterations = again.iterations  # both searches' work, whichever is kept
+    return best
 
 
 def rough_free(free: PathResult, search: Search) -> bool:

@@ -116,6 +116,12 @@ class TurnStates:
         # hinge beyond the edge's start (``interior``)
         self.reach: dict[int, dict[tuple[int, int], tuple[Array, Array]]] = {}
         self.sizes = [len(nd) for nd in nodes]
+        # per hinge the most whole turns within its limits a node has (``_choices``)
+        self.all_choices = np.ones(hinges.size, dtype=np.int64)
+        for v in self.all_values:
+            if v.size:
+                _, fit = _turns_within(v, self.all_lo, self.all_hi)
+                self.all_choices = np.maximum(self.all_choices, fit.max(axis=0))
         self.track(np.zeros(hinges.size, dtype=bool))
 
     def track(self, which: NDArray[np.bool_]) -> None:
@@ -341,12 +347,7 @@ class TurnStates:
     def _choices(self, which: NDArray[np.bool_]) -> NDArray[np.int64]:
         """Per hinge of ``which`` the most whole turns within its limits a node has (at
         least 1): a node's states are their product."""
-        out = np.ones(int(which.sum()), dtype=np.int64)
-        for v in self.all_values:
-            if v.size:
-                _, fit = _turns_within(v[:, which], self.all_lo[which], self.all_hi[which])
-                out = np.maximum(out, fit.max(axis=0))
-        return out
+        return self.all_choices[which]
 
     def _path(self, edges: list[Costs], misses: list[NDArray[np.intp]],
               edge_misses: list[NDArray[np.intp] | None]) -> NDArray[np.intp] | None:
