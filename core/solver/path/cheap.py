@@ -45,6 +45,7 @@ from ..lm.solve import solve_many
 from .candidates import MIDDLE_PULL
 from .fill import FILL_LEVELS, SLOW_STALL_WINDOW, Fill, Filler
 from .search import PathResult, Search, frame_steps, jump_frames, standing_out
+from .turns import winds_within
 
 Array = NDArray[np.float64]
 
@@ -91,7 +92,11 @@ def cheap_pass(search: Search, stride: int, coarse_motion: float,
     for every, motion, at_once in tries:
         out = _cheap_once(search, every, motion, first, last, at_once)
         if out is not None:
-            return _reviewed(search, out, (every, motion, at_once), first, last)
+            out = _reviewed(search, out, (every, motion, at_once), first, last)
+            # hinges searched modulo a turn: the ladder counts their turns, a track
+            # does not (a path no whole turn places is searched within the limits,
+            # where it jumps: ``turns``)
+            return out if winds_within(model, out.q) else None
     return None
 
 

@@ -75,6 +75,22 @@ def within_limits(model: BatchedKinematics, q: Array, cols: NDArray[np.bool_],
     return out
 
 
+def winds_within(model: BatchedKinematics, q: Array) -> bool:
+    """Whether the path ``q`` (F, n) of a model searched modulo a turn
+    (``BatchedKinematics.with_turns_free``) fits, each counted hinge unwrapped and moved
+    by some whole number of turns, within that hinge's limits (``turn_lo``..``turn_hi``)
+    (rad). A path found without counting turns (the cheap pass's) may not: UR10, a
+    smooth 1,000-frame clip (seed 19) at 1e-5 m, its wrist a half turn off the truth's
+    over 7.5 rad, fits no whole turn within +-2 pi."""
+    cols = np.flatnonzero(np.isfinite(model.turn_lo) & np.isfinite(model.turn_hi))
+    if cols.size == 0 or len(q) == 0:
+        return True
+    path = np.unwrap(q[:, cols], axis=0)
+    first = np.ceil((model.turn_lo[cols] - path.min(axis=0)) / TURN - 1e-9)
+    last = np.floor((model.turn_hi[cols] - path.max(axis=0)) / TURN + 1e-9)
+    return bool(np.all(first <= last))
+
+
 # the most states a node may have (the product of each counted hinge's whole turns within
 # its limits: xArm7's four hinges of +-2 pi, 16): beyond, no more hinges are counted, and
 # a path that no whole turn places is searched within the limits (``plan.solve_path``)
