@@ -1,7 +1,8 @@
 """Robots' arms from example-robot-data's URDFs: the robust bake's flips and time, clip by
 clip.
 
-``.venv/bin/python bench/robots.py [--clips 10] [--frames 1000] [--robots ur5 xarm7]``
+``.venv/bin/python bench/robots.py [--clips 10] [--first-seed 0] [--frames 1000] [--robots
+ur5 xarm7] [--position-tolerance 1e-3] [--orientation-tolerance 0.1]``
 (about three minutes on the 2-core VM; writes bench/results/robots.md; needs the
 ``robots`` extra). Not a test: it prints tables.
 
@@ -10,7 +11,8 @@ tool the effector (full pose; Baxter's two tools and G1's hands and feet at once
 problem). A clip's targets are the FK of a smooth joint path within the limits
 (tests/fixtures.py ``smooth_path``: sinusoids of 1-3 periods at 60 % of each half-range;
 +-pi for a hinge without limits), solved by ``solver.path.solve_path`` (the
-bake's engine, one call for the clip) at the CLI's tolerances (1e-3 m, 0.1 rad). Per
+bake's engine, one call for the clip) at the CLI's tolerances (1e-3 m, 0.1 rad) unless
+told others. Per
 robot: clips with a flip (a step of any joint over twice the largest step of the path
 that made the targets; a hinge without limits steps the nearest way), the largest step
 ratio, frames converged, and ms a frame (mean / median / p99 over the clips).
@@ -78,14 +80,15 @@ def robots_dir() -> Path:
     return Path(str(dist.locate_file("cmeel.prefix/share/example-robot-data/robots")))
 
 
-def clip(model: BatchedModel, frames: int, seed: int) -> tuple[float, float, int]:
+def clip(model: BatchedModel, frames: int, seed: int, settings: SolverSettings
+         ) -> tuple[float, int, float]:  # fmt: skip
     """One clip: its largest step over the truth's, frames converged, seconds."""
     # a hinge without limits (URDF "continuous") sweeps within +-pi
     truth = smooth_path(np.where(np.isfinite(model.lo), model.lo, -np.pi),
                         np.where(np.isfinite(model.hi), model.hi, np.pi), frames, seed)
     targets = model.transforms(truth)
     t0 = time.perf_counter()
-    res = solve_path(model, targets, settings=SolverSettings())
+    res = solve_path(model, targets, settings=settings)
     seconds = time.perf_counter() - t0
     solved = ~model.held  # whole turns: a hinge without limits may take the nearest way
     steps = np.abs(model.difference(res.q[:-1], res.q[1:]))[:, solved].max(axis=1)
@@ -97,20 +100,28 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--clips", type=int, default=10)
     parser.add_argument("--frames", type=int, default=1000)
+    parser.add_argument("--first-seed", type=int, default=0)
+    parser.add_argument("--position-tolerance", type=float, default=1e-3, help="m")
+    parser.add_argument("--orientation-tolerance", type=float, default=0.1, help="rad")
     parser.add_argument("--robots", nargs="*", default=list(ROBOTS))
     parser.add_argument("--out", default=str(HERE / "results" / "robots.md"))
     args = parser.parse_args()
     started = time.perf_counter()
     root = robots_dir()
-    lines = [f"{args.clips} clips of {args.frames} frames a robot (seeds 0..{args.clips - 1}), "
-             "the CLI's tolerances.", "",
+    seeds = range(args.first_seed, args.first_seed + args.clips)
+    settings = SolverSettings(position_tolerance=args.position_tolerance,
+                              orientation_tolerance=args.orientation_tolerance)
+    told = "the CLI's" if settings == SolverSettings() else \
+        f"{args.position_tolerance:g} m and {args.orientation_tolerance:g} rad"
+    lines = [f"{args.clips} clips of {args.frames} frames a robot (seeds {seeds[0]}.."
+             f"{seeds[-1]}), {told} tolerances.", "",
              "| robot | joints | clips with a flip | largest ratio | converged | "
              "ms a frame: mean / median / p99 |", "|---|---|---|---|---|---|"]
     for name in args.robots:
         path, tools, what = ROBOTS[name]
         skel, _ = load_urdf(root / path)
         model = BatchedModel(skel, tools.split())
-        rows = [clip(model, args.frames, seed) for seed in range(args.clips)]
+        rows = [clip(model, args.frames, seed, settings) for seed in seeds]
         ms = [1e3 * s / args.frames for _, _, s in rows]
         ratios = [r for r, _, _ in rows]
         lines.append(f"| {name} | {what} | {sum(r > 2.0 for r in ratios)} of {len(rows)} | "
