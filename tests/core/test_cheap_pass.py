@@ -46,7 +46,7 @@ def test_a_drifting_cheap_pass_is_tried_denser_before_the_search(
     opts = RobustOptions()
     search = Search(model, targets, WEIGHTS, SETTINGS, opts, held)
     assert cheap._cheap_once(search, opts.stride, opts.coarse_motion, None, None, False) is None
-    out = plan.cheap_path(model, targets, WEIGHTS, SETTINGS, opts, held=held)
+    out = cheap.cheap_path(model, targets, WEIGHTS, SETTINGS, opts, held=held)
     assert out is not None
     assert out.converged.all() and not out.jumps
     assert np.abs(out.q[:, model.held] - held[:, model.held]).max() == 0.0

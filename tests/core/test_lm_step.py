@@ -147,7 +147,7 @@ def test_a_pole_polish_with_the_exact_pull_takes_few_iterations() -> None:
     pole (1e-7 m) within 12 iterations, where the damped pull needs 18 or more; both
     end within 1e-2 rad of each other, the exact one no farther from the plan (in the
     columns' scales, the distance the pull shortens)."""
-    from dhik.solver.path import plan
+    from dhik.solver.path import cheap
     from dhik.solver.path.fill import SLOW_STALL_WINDOW
     from dhik.solver.settings import RobustOptions
 
@@ -157,7 +157,7 @@ def test_a_pole_polish_with_the_exact_pull_takes_few_iterations() -> None:
     data = np.load(DATA / "metarig_arm_clip.npz")
     targets, held = data["targets"], data["held"]
     tol = SolverSettings(position_tolerance=1e-4, orientation_tolerance=1e-3)
-    path = plan.cheap_path(model, targets, [(1.0, 0.0)], tol, RobustOptions(), held=held)
+    path = cheap.cheap_path(model, targets, [(1.0, 0.0)], tol, RobustOptions(), held=held)
     assert path is not None
     pole = np.broadcast_to(np.array([0.3, 0.4, 1.2]), (len(targets), 1, 3))
     poles = PoleSet.build(model, [0], pole, [0.0])
@@ -179,7 +179,7 @@ def test_a_held_spine_folded_plans_the_same_path(monkeypatch) -> None:
     """The metarig arm's clip (its spine held: 21 of 30 columns, placed once per problem
     by ``prefix_t``) planned with the fold and without it: the same iterations on every
     frame and the same poses to rounding."""
-    from dhik.solver.path import plan
+    from dhik.solver.path import cheap, plan
     from dhik.solver.settings import RobustOptions
 
     defn = parse_skeleton(json.loads((DATA / "metarig_arm.json").read_text()))
@@ -189,7 +189,7 @@ def test_a_held_spine_folded_plans_the_same_path(monkeypatch) -> None:
     tol = SolverSettings(position_tolerance=1e-4, orientation_tolerance=1e-3)
 
     def planned() -> plan.PathResult:
-        path = plan.cheap_path(model, data["targets"], [(1.0, 0.0)], tol, RobustOptions(),
+        path = cheap.cheap_path(model, data["targets"], [(1.0, 0.0)], tol, RobustOptions(),
                                held=data["held"])
         assert path is not None and path.converged.all()
         return path

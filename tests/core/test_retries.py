@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from dhik.solver.path import judge, plan, solve_path
+from dhik.solver.path import ends, judge, plan, solve_path
 from dhik.solver.path.search import Search
 from dhik.solver.settings import RobustOptions, SolverSettings
 from fixtures import (
@@ -85,7 +85,7 @@ def test_a_clip_whose_targets_cut_is_planned_a_stretch_at_a_time(
     opts = RobustOptions()
     assert largest_step(model, res.q[852:]) < 1.2 * largest_step(model, truth[852:])
     for c in cuts[:3]:
-        near = plan.continued(model, targets[c:c + 1], None, None, opts, res.q[c - 1], 0,
+        near = ends.continued(model, targets[c:c + 1], None, None, opts, res.q[c - 1], 0,
                               None, None)
         assert near is not None and np.allclose(res.q[c], near, atol=1e-12), c
 

@@ -16,7 +16,7 @@ import pytest
 from dhik.app.urdf import load_urdf
 from dhik.model.definition import JointDef, SkeletonDef
 from dhik.model.joint_space import BatchedModel
-from dhik.solver.path import candidates, ladder, plan, solve_path, turns
+from dhik.solver.path import candidates, judge, ladder, plan, solve_path, turns
 from dhik.solver.path.search import PathResult
 from dhik.solver.path.turns import TurnStates, wide_hinges, within_limits
 from dhik.solver.settings import RobustOptions, SolverSettings
@@ -244,9 +244,9 @@ def test_of_two_paths_the_one_some_whole_turns_place_is_the_better() -> None:
 
     fits, winds = path(3.0, missed), path(5.8, np.ones(frames, dtype=bool))
     opts = RobustOptions()
-    assert plan._better(free, opts, fits, winds) is fits
-    assert plan._better(free, opts, winds, fits) is fits
-    assert plan._better(model, opts, fits, winds) is winds
+    assert judge.better(free, opts, fits, winds) is fits
+    assert judge.better(free, opts, winds, fits) is fits
+    assert judge.better(model, opts, fits, winds) is winds
 
 
 C = 7  # coarse frames of the hand-built ladders
@@ -350,7 +350,7 @@ def test_a_mended_window_that_winds_the_path_beyond_its_limits_is_not_kept() -> 
     path searched modulo a turn, planned again, winds a turn further than the path did
     there, and no whole turn then places the path. Kept, the search within the limits
     followed and jumped 54x the truth's largest step (in 22 s); not kept
-    (``plan._better``), 1.83x in 7 s (measured)."""
+    (``judge.better``), 1.83x in 7 s (measured)."""
     ratio, _ = bake(xarm7(), 7, settings=SolverSettings(position_tolerance=1e-5,
                                                          orientation_tolerance=1e-4))
     assert ratio < 2.0
@@ -421,7 +421,7 @@ def test_a_rough_free_path_of_a_redundant_arm_is_searched_within_the_limits_too(
     stays rough after its retries (2.40 times the truth's largest step, measured);
     searched within the limits too, the better is kept (1.50x; stop 47 searched within
     the limits only because no whole turn placed its free path). With that second search
-    switched off (``plan.rough_free``) the rough path stays."""
+    switched off (``judge.rough_free``) the rough path stays."""
     model = robot("ur5_robot")
     truth = smooth_path(model.lo, model.hi, 1000, 3)
     targets = model.transforms(truth)

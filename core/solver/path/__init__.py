@@ -2,10 +2,11 @@
 shares), ``candidates`` (grid tracks over the self-motion), ``ladder`` (the lazy
 least-motion path), ``fill`` (every frame of it), ``relax`` (its peaks relaxed),
 ``swing`` (a path swung toward its poles), ``stretches`` (target cuts, and stretches
-out of reach, followed), ``judge`` (how a path is judged), ``plan``
-(``solve_path``)."""
+out of reach, followed), ``judge`` (how a path is judged), ``ends`` (where a path
+starts and ends), ``plan`` (``solve_path``)."""
 
-from .plan import cheap_path, solve_path
+from .cheap import cheap_path
+from .plan import solve_path
 from .search import PathResult
 
 __all__ = ["PathResult", "cheap_path", "solve_path"]

@@ -35,14 +35,19 @@ smaller largest step kept. Coordinates rad and m.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
 
 import numpy as np
-from numpy.typing import NDArray
+from numpy.typing import ArrayLike, NDArray
 
+from ..kinematics import BatchedKinematics
 from ..lm.loop import levenberg_marquardt
+from ..lm.poles import PoleSet
 from ..lm.solve import solve_many
+from ..settings import RobustOptions, SolverSettings
 from .candidates import MIDDLE_PULL
+from .ends import path_ends
 from .fill import FILL_LEVELS, SLOW_STALL_WINDOW, Fill, Filler
 from .search import PathResult, Search, frame_steps, jump_frames, standing_out
 from .turns import winds_within
@@ -280,3 +285,22 @@ def _chained(search: Search, idx: NDArray[np.intp], first: Array | None,
             q = res.q
         qs[i] = q[0]
     return qs
+
+
+def cheap_path(model: BatchedKinematics, targets: ArrayLike,
+               weights: Sequence[tuple[float, float]] | None = None,
+               settings: SolverSettings | None = None,
+               options: RobustOptions | None = None,
+               start: ArrayLike | None = None, before: ArrayLike | None = None,
+               after: ArrayLike | None = None, held: ArrayLike | None = None,
+               poles: PoleSet | None = None) -> PathResult | None:  # fmt: skip
+    """``plan.solve_path``'s cheap pass alone (same arguments): its answer where it is
+    plainly continuous, else None (no search). For effectors that are solved apart but
+    may take the cheap pass together, in one batch (the bake's parts)."""
+    opts = options or RobustOptions()
+    targets = np.asarray(targets, dtype=float)
+    held, first, last = path_ends(model, targets, weights, settings, opts, start, before, after,
+                              held, poles)
+    search = Search(model, targets, weights, settings, opts, held, poles)
+    return cheap_pass(search, search.slow_stride(opts.stride, opts.coarse_motion),
+                      opts.coarse_motion, first, last)

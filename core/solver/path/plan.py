@@ -22,16 +22,17 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from ..kinematics import BatchedKinematics
-from ..lm.loop import levenberg_marquardt
 from ..lm.poles import PoleSet
 from ..lm.problem import ENGINE_SETTINGS, Problem
 from ..settings import RobustOptions, SolverSettings
 from .cheap import cheap_pass
-from .fill import SLOW_STALL_WINDOW
+from .ends import path_ends
 from .judge import (
     WHOLE_SWING_SPIKE,
+    better,
     reached_steps,
     rough_frames,
+    rough_free,
     score,
     swing_frames,
     windows,
@@ -47,7 +48,7 @@ from .stretches import (
     target_cuts,
 )
 from .swing import swing_to_poles
-from .turns import wide_hinges, winds_within, within_limits
+from .turns import wide_hinges, within_limits
 
 Array = NDArray[np.float64]
 
@@ -168,22 +169,9 @@ def solve_path(model: BatchedKinematics, targets: ArrayLike,
     again.iterations = again.iterations + free.iterations  # that search was work too
     if q is None:
         return again
-    best = _better(model, opts, free, again)
+    best = better(model, opts, free, again)
     best.iterations = again.iterations  # both searches' work, whichever is kept
     return best
-
-
-def rough_free(free: PathResult, search: Search) -> bool:
-    """Whether the path ``free`` of a redundant chain, searched free (modulo a turn) and
-    placed within the limits, is still rough after its retries (``judge.rough_frames``;
-    ``search``: its problem within the limits), so that the chain is searched within the
-    limits too and the better path kept (``judge.score``). UR5 with its tool's position
-    only (a self-motion of three dimensions), 1,000-frame clips, seeds 2 and 3: 1.75x and
-    2.40x the truth's largest step searched free, 1.39x and 1.50x so. Without redundancy
-    the search within the limits follows a subset of the free one's branches."""
-    opts = search.opts
-    return opts.retries > 0 and search.redundancy() > 0 and bool(
-        rough_frames(search.model, free, search.problem.out_of_reach()))
 
 
 def _solve(model: BatchedKinematics, targets: Array,
@@ -240,7 +228,7 @@ def _plan(model: BatchedKinematics, targets: Array,
         return _between_cuts(model, targets, weights, settings, opts, (start, before, after),
                              held, progress, wide, slow, cuts, search.problem.out_of_reach(),
                              motion=search.motion())
-    held, first, last = _ends(model, targets, weights, settings, opts, start, before, after,
+    held, first, last = path_ends(model, targets, weights, settings, opts, start, before, after,
                               held, None)
 
     def one_pass(stride: int, motion: float, lane_frames: int, span: tuple[float, float],
@@ -315,7 +303,7 @@ def _plan(model: BatchedKinematics, targets: Array,
                                      spots, far, first, last, (stride, motion), tick,
                                      WIDE_RETRIES))
             work = work + mended.iterations - best.iterations  # the windows' passes
-            best = _better(model, opts, best, mended)
+            best = better(model, opts, best, mended)
             if not (best.converged | far).all():
                 # frames the windows' denser search did not reach: the whole clip's, as
                 # dense, would not either (its candidates there are the same grid's)
@@ -327,7 +315,7 @@ def _plan(model: BatchedKinematics, targets: Array,
             lo = cut
         again = relaxed(one_pass(stride, motion, lane_frames, (lo, hi), wide=WIDE_RETRIES))
         work = work + again.iterations  # the pass not kept was work too
-        best = _better(model, opts, best, again)
+        best = better(model, opts, best, again)
     if REDRAW and opts.retries > 0 and (best.converged | far).all() \
             and rough_frames(model, best, far):
         # solved everywhere within reach but rough after every retry: the whole clip
@@ -337,36 +325,22 @@ def _plan(model: BatchedKinematics, targets: Array,
         again = relaxed(one_pass(*first_pass, LANE_FRAMES, (1.0, 1.0), wide=wide,
                                  draw=REDRAW))
         work = work + again.iterations  # the pass not kept was work too
-        best = _better(model, opts, best, again)
+        best = better(model, opts, best, again)
     swings = swing_frames(model, best, far) if opts.retries > 0 else []
     if swings:  # at the first retry's density
         swung = relaxed(_mended(model, targets, weights, settings, opts, held, best, swings,
                                 far, first, last, first_retry, None, WIDE_RETRIES))
         work = work + swung.iterations - best.iterations
-        best = _better(model, opts, best, swung)
+        best = better(model, opts, best, swung)
         if swing_frames(model, best, far, WHOLE_SWING_SPIKE):  # the whole clip, as dense
             again = relaxed(one_pass(*first_retry, 2 * LANE_FRAMES, (1.0, 1.0),
                                      wide=WIDE_RETRIES))
             work = work + again.iterations  # the pass not kept was work too
-            best = _better(model, opts, best, again)
+            best = better(model, opts, best, again)
     best.iterations = work
     if progress is not None:
         progress(1.0)
     return best
-
-
-def _better(model: BatchedKinematics, opts: RobustOptions, best: PathResult,
-            other: PathResult) -> PathResult:
-    """``other`` where it scores lower than ``best`` (``judge.score``), else ``best``;
-    on a model searched modulo a turn, first the one that some whole turns place within
-    the limits (``turns.winds_within``): a window planned again from the path's poses
-    around it may wind a turn further than the path did there (xArm7, a smooth
-    1,000-frame clip, seed 7, at 1e-5 m: no whole turn placed the mended path, and the
-    search within the limits that followed jumped 54x the truth's largest step)."""
-    fits = winds_within(model, best.q)
-    if fits != winds_within(model, other.q):
-        return best if fits else other
-    return other if score(model, other, opts.power) < score(model, best, opts.power) else best
 
 
 def _between_cuts(model: BatchedKinematics, targets: Array,
@@ -491,58 +465,3 @@ def _mended(model: BatchedKinematics, targets: Array,
         work[part] += sub.iterations
     jumps = jump_frames(frame_steps(model, q, ~model.held), opts.flip_factor)
     return PathResult(q, conv, pe, re, [int(j) for j in jumps], work)
-
-
-def cheap_path(model: BatchedKinematics, targets: ArrayLike,
-               weights: Sequence[tuple[float, float]] | None = None,
-               settings: SolverSettings | None = None,
-               options: RobustOptions | None = None,
-               start: ArrayLike | None = None, before: ArrayLike | None = None,
-               after: ArrayLike | None = None, held: ArrayLike | None = None,
-               poles: PoleSet | None = None) -> PathResult | None:  # fmt: skip
-    """:func:`solve_path`'s cheap pass alone (same arguments): its answer where it is
-    plainly continuous, else None (no search). For effectors that are solved apart but
-    may take the cheap pass together, in one batch (the bake's parts)."""
-    opts = options or RobustOptions()
-    targets = np.asarray(targets, dtype=float)
-    held, first, last = _ends(model, targets, weights, settings, opts, start, before, after,
-                              held, poles)
-    search = Search(model, targets, weights, settings, opts, held, poles)
-    return cheap_pass(search, search.slow_stride(opts.stride, opts.coarse_motion),
-                      opts.coarse_motion, first, last)
-
-
-def _ends(model: BatchedKinematics, targets: Array,
-          weights: Sequence[tuple[float, float]] | None, settings: SolverSettings | None,
-          opts: RobustOptions, start: ArrayLike | None, before: ArrayLike | None,
-          after: ArrayLike | None, held: ArrayLike | None, poles: PoleSet | None
-          ) -> tuple[Array | None, Array | None, Array | None]:  # fmt: skip
-    """The held values (F, n), and where the path must start and end (n,) or None
-    (:func:`solve_path`'s ``start``, ``before`` and ``after``)."""
-    frames = len(targets)
-    held = None if held is None else np.asarray(held, dtype=float).reshape(frames, model.n)
-    first = None if start is None else np.asarray(start, dtype=float).reshape(model.n)
-    if first is None and before is not None and frames:
-        first = continued(model, targets, weights, settings, opts, before, 0, held, poles)
-    last = None
-    if after is not None and frames > 1:
-        last = continued(model, targets, weights, settings, opts, after, frames - 1, held,
-                         poles)
-    return held, first, last
-
-
-def continued(model: BatchedKinematics, targets: Array,
-              weights: Sequence[tuple[float, float]] | None,
-              settings: SolverSettings | None, opts: RobustOptions, pose: ArrayLike,
-              frame: int, held: Array | None, poles: PoleSet | None) -> Array | None:  # fmt: skip
-    """Frame ``frame``'s solution LM reaches from ``pose`` (n,) (rad, m), pulled toward
-    it (least motion), or None when it does not converge."""
-    one = targets[frame:frame + 1]
-    problem = Problem(model, one, weights, settings, opts,
-                      None if held is None else held[frame:frame + 1],
-                      None if poles is None else poles.frames(slice(frame, frame + 1)))
-    near = problem.hold(np.clip(np.asarray(pose, dtype=float).reshape(1, model.n), model.lo,
-                                model.hi), np.zeros(1, dtype=np.intp))
-    res = levenberg_marquardt(model, problem, near, problem.settings.max_iterations,
-                              pull=near, stall_window=SLOW_STALL_WINDOW)
-    return res.q[0] if res.converged[0] else None
