@@ -120,6 +120,20 @@ def test_a_ur5_searched_within_limits_of_two_turns_flips(monkeypatch) -> None:
     assert ratio > 10.0
 
 
+def test_a_path_rough_after_its_retries_is_planned_again_more_tightly(monkeypatch) -> None:
+    """UR5, seed 3 at the CLI's tolerances (1e-3 m, 0.1 rad): within 0.1 rad a frame may
+    stand well off its solution near a wrist singularity, and the search keeps a branch
+    that turns fast there, rough after every retry (2.27x the truth's largest step,
+    measured). Planned once more at 1e-4 m and 1e-3 rad (``plan.ROUGH_PLAN``), judged
+    by the CLI's tolerances, the better path is kept (1.38x); without that plan the
+    rough one stays."""
+    ratio, _ = bake(robot("ur5_robot"), 3)
+    assert ratio < 2.0
+    monkeypatch.setattr(plan, "ROUGH_PLAN", (np.inf, np.inf))
+    ratio, _ = bake(robot("ur5_robot"), 3)
+    assert ratio > 2.0
+
+
 def test_a_chain_without_redundancy_tracks_all_its_branches(monkeypatch) -> None:
     """The joint-limited UR5 has 8 branches of solutions: seed 5 tracked on 4 of them
     (``BRANCHES`` 4) jumped 200x the truth's largest step (26 frames missed); on 16,
@@ -358,8 +372,10 @@ def test_a_mended_window_that_winds_the_path_beyond_its_limits_is_not_kept() -> 
 
 def test_a_redundant_arm_without_its_turns_counted_flips(monkeypatch) -> None:
     """The counterfactual: the ladder's own path, turns uncounted, winds beyond the
-    limits, and the search within them that follows jumps (18.5x, measured)."""
+    limits, and the search within them that follows jumps (18.5x, measured; planned
+    once more at ``plan.ROUGH_PLAN``'s tolerances, 4.7x)."""
     monkeypatch.setattr(turns.TurnStates, "retrack", lambda self, path: False)
+    monkeypatch.setattr(plan, "ROUGH_PLAN", (np.inf, np.inf))  # no second plan either
     ratio, _ = bake(xarm7(), 2, frames=300)
     assert ratio > 10.0
 
@@ -404,13 +420,15 @@ def test_a_redundant_arm_joins_both_frames_around_it() -> None:
 def test_a_redundant_arm_with_its_ends_untied_jumps(monkeypatch) -> None:
     """The counterfactual of the test above: with the part's ends not tied to the turns
     of the frames around it, its least motion winds a turn off between them; no whole
-    turn joins both, and the search within the limits that follows jumps (7.8x)."""
+    turn joins both, and the search within the limits that follows jumps (7.8x; planned
+    once more at ``plan.ROUGH_PLAN``'s tolerances, 1.75x)."""
     untied = turns.TurnStates.__init__
 
     def init(self, model, qs, nodes, tie_start=False, tie_end=False) -> None:
         untied(self, model, qs, nodes)
 
     monkeypatch.setattr(turns.TurnStates, "__init__", init)
+    monkeypatch.setattr(plan, "ROUGH_PLAN", (np.inf, np.inf))  # no second plan either
     assert joined(xarm7(), 2, 400, (100, 300), before=True) > 4.0
 
 
