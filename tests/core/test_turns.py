@@ -134,6 +134,59 @@ def test_a_path_rough_after_its_retries_is_planned_again_more_tightly(monkeypatc
     assert ratio > 2.0
 
 
+class Stopped(Exception):
+    """A stop raised in a solve's progress callback (as the add-on's cancel is)."""
+
+
+def test_a_stop_during_a_rough_paths_second_plan_ends_the_solve(monkeypatch) -> None:
+    """UR5 seed 3 at the CLI's tolerances takes the second plan (``plan.ROUGH_PLAN``):
+    a stop raised in ``progress`` while it runs ends the solve (that plan is told the
+    callback, ``plan.told_done``), as it does in the first."""
+    model = robot("ur5_robot")
+    targets = model.transforms(smooth_path(model.lo, model.hi, 1000, 3))
+    first_plan = plan._plan
+    second: list[bool] = []
+
+    def planned(*args, **kwargs):
+        settings = args[3]
+        if settings is not None and settings.orientation_tolerance == plan.ROUGH_PLAN[1]:
+            second.append(True)
+        return first_plan(*args, **kwargs)
+
+    def progress(done: float) -> None:
+        if second:
+            raise Stopped
+
+    monkeypatch.setattr(plan, "_plan", planned)
+    with pytest.raises(Stopped):
+        solve_path(model, targets, settings=SolverSettings(), progress=progress)
+    assert second
+
+
+def test_a_stop_during_the_search_within_the_limits_ends_the_solve(monkeypatch) -> None:
+    """Where no whole turn places the free path (forced here), the clip is searched
+    within the limits: a stop raised in ``progress`` during that second search ends the
+    solve."""
+    model = robot("ur5_robot")
+    targets = model.transforms(smooth_path(model.lo, model.hi, 200, 0))
+    solved = plan._solve
+    within: list[bool] = []
+
+    def solve(m, *args):
+        within.append(m is model)
+        return solved(m, *args)
+
+    def progress(done: float) -> None:
+        if within and within[-1]:
+            raise Stopped
+
+    monkeypatch.setattr(plan, "_solve", solve)
+    monkeypatch.setattr(plan, "within_limits", lambda *args: None)
+    with pytest.raises(Stopped):
+        solve_path(model, targets, settings=SolverSettings(), progress=progress)
+    assert within == [False, True]
+
+
 def test_a_chain_without_redundancy_tracks_all_its_branches(monkeypatch) -> None:
     """The joint-limited UR5 has 8 branches of solutions: seed 5 tracked on 4 of them
     (``BRANCHES`` 4) jumped 200x the truth's largest step (26 frames missed); on 16,

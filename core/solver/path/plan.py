@@ -180,7 +180,7 @@ def solve_path(model: BatchedKinematics, targets: ArrayLike,
             return free
     # searched within the limits: where no whole turn fits, or where ``rough_free`` says
     again = _solve(model, targets, weights, settings, opts, start, before, after, held,
-                   poles, None)  # its progress untold: the first search told it all
+                   poles, told_done(progress))
     again.iterations = again.iterations + free.iterations  # that search was work too
     if q is None:
         return again
@@ -219,19 +219,20 @@ def _solve(model: BatchedKinematics, targets: Array,
     path = _plan(model, targets, weights, settings, opts, start, before, after, held,
                  progress)
     return _rough_planned_tighter(model, targets, weights, settings, opts,
-                                  (start, before, after), held, path)
+                                  (start, before, after), held, path, progress)
 
 
 def _rough_planned_tighter(model: BatchedKinematics, targets: Array,
                            weights: Sequence[tuple[float, float]] | None,
                            settings: SolverSettings | None, opts: RobustOptions,
                            ends: tuple[ArrayLike | None, ArrayLike | None, ArrayLike | None],
-                           held: ArrayLike | None, path: PathResult) -> PathResult:  # fmt: skip
+                           held: ArrayLike | None, path: PathResult,
+                           progress: Callable[[float], None] | None) -> PathResult:  # fmt: skip
     """``path``, or, where it is solved within reach but still rough after every retry
     (``judge.rough_frames``) and the user's tolerances are looser than ``ROUGH_PLAN``,
     the clip planned once more at those (``ends``: ``solve_path``'s start, before and
     after), its frames converged as the user's tolerances judge them, and the better
-    path kept (``judge.score``)."""
+    path kept (``judge.score``); ``progress`` told 1.0 as it goes (``told_done``)."""
     user = settings or ENGINE_SETTINGS
     tight = replace(user, position_tolerance=min(user.position_tolerance, ROUGH_PLAN[0]),
                     orientation_tolerance=min(user.orientation_tolerance, ROUGH_PLAN[1]))
@@ -241,11 +242,18 @@ def _rough_planned_tighter(model: BatchedKinematics, targets: Array,
     far = problem.out_of_reach()
     if not (path.converged | far).all() or not rough_frames(model, path, far):
         return path
-    again = _plan(model, targets, weights, tight, opts, *ends, held, None)
+    again = _plan(model, targets, weights, tight, opts, *ends, held, told_done(progress))
     again.converged = problem.badness(again.position_error, again.orientation_error) < 1.0
     best = better(model, opts, path, again)
     best.iterations = path.iterations + again.iterations  # both plans' work
     return best
+
+
+def told_done(progress: Callable[[float], None] | None) -> Callable[[float], None] | None:
+    """``progress`` for a second search of a clip, after the first told it 1.0: told
+    1.0 again as the second goes, so that a stop raised in it (the add-on's cancel)
+    still ends the solve."""
+    return None if progress is None else (lambda _done: progress(1.0))
 
 
 def _plan(model: BatchedKinematics, targets: Array,
