@@ -492,7 +492,8 @@ def test_a_rough_free_path_of_a_redundant_arm_is_searched_within_the_limits_too(
     stays rough after its retries (2.40 times the truth's largest step, measured);
     searched within the limits too, the better is kept (1.50x; stop 47 searched within
     the limits only because no whole turn placed its free path). With that second search
-    switched off (``judge.rough_free``) the rough path stays."""
+    switched off (``judge.rough_free``), and the second plan of a rough path
+    (``plan.ROUGH_PLAN``: 1.85x on Blender's numpy 1.26), the rough path stays."""
     model = robot("ur5_robot")
     truth = smooth_path(model.lo, model.hi, 1000, 3)
     targets = model.transforms(truth)
@@ -506,4 +507,5 @@ def test_a_rough_free_path_of_a_redundant_arm_is_searched_within_the_limits_too(
 
     assert ratio() < 2.0
     monkeypatch.setattr(plan, "rough_free", lambda free, search: False)
+    monkeypatch.setattr(plan, "ROUGH_PLAN", (np.inf, np.inf))  # no second plan either
     assert ratio() > 2.0
