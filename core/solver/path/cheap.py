@@ -299,8 +299,8 @@ def cheap_path(model: BatchedKinematics, targets: ArrayLike,
     may take the cheap pass together, in one batch (the bake's parts)."""
     opts = options or RobustOptions()
     targets = np.asarray(targets, dtype=float)
-    held, first, last = path_ends(model, targets, weights, settings, opts, start, before, after,
-                              held, poles)
+    held, first, last = path_ends(model, targets, weights, settings, opts, start, before,
+                                  after, held, poles)
     search = Search(model, targets, weights, settings, opts, held, poles)
     return cheap_pass(search, search.slow_stride(opts.stride, opts.coarse_motion),
                       opts.coarse_motion, first, last)

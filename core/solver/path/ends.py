@@ -21,10 +21,11 @@ Array = NDArray[np.float64]
 
 
 def path_ends(model: BatchedKinematics, targets: Array,
-          weights: Sequence[tuple[float, float]] | None, settings: SolverSettings | None,
-          opts: RobustOptions, start: ArrayLike | None, before: ArrayLike | None,
-          after: ArrayLike | None, held: ArrayLike | None, poles: PoleSet | None
-          ) -> tuple[Array | None, Array | None, Array | None]:  # fmt: skip
+              weights: Sequence[tuple[float, float]] | None,
+              settings: SolverSettings | None, opts: RobustOptions,
+              start: ArrayLike | None, before: ArrayLike | None, after: ArrayLike | None,
+              held: ArrayLike | None, poles: PoleSet | None
+              ) -> tuple[Array | None, Array | None, Array | None]:  # fmt: skip
     """The held values (F, n), and where the path must start and end (n,) or None
     (``plan.solve_path``'s ``start``, ``before`` and ``after``)."""
     frames = len(targets)

@@ -128,7 +128,7 @@ def score(model: BatchedKinematics, res: PathResult, power: float,
 
 
 def better(model: BatchedKinematics, opts: RobustOptions, best: PathResult,
-            other: PathResult) -> PathResult:
+           other: PathResult) -> PathResult:
     """``other`` where it scores lower than ``best`` (``judge.score``), else ``best``;
     on a model searched modulo a turn, first the one that some whole turns place within
     the limits (``turns.winds_within``): a window planned again from the path's poses

@@ -199,10 +199,8 @@ def _solve(model: BatchedKinematics, targets: Array,
         tick = None if progress is None else (lambda x: progress(0.9 * x))
         plain = Search(model, targets, weights, settings, opts, held)  # its problem's
         user = plain.problem.settings
-        planned = replace(user, position_tolerance=min(
-            user.position_tolerance, ENGINE_SETTINGS.position_tolerance),
-            orientation_tolerance=min(user.orientation_tolerance,
-                                      ENGINE_SETTINGS.orientation_tolerance))
+        planned = _at_most(user, ENGINE_SETTINGS.position_tolerance,
+                           ENGINE_SETTINGS.orientation_tolerance)
         tight = POLED_PLAN_TIGHT and plain.redundancy() > 1 and planned != user
         path = _plan(model, targets, weights, planned if tight else settings, opts, start,
                      before, after, held, tick)
@@ -234,8 +232,7 @@ def _rough_planned_tighter(model: BatchedKinematics, targets: Array,
     after), its frames converged as the user's tolerances judge them, and the better
     path kept (``judge.score``); ``progress`` told 1.0 as it goes (``told_done``)."""
     user = settings or ENGINE_SETTINGS
-    tight = replace(user, position_tolerance=min(user.position_tolerance, ROUGH_PLAN[0]),
-                    orientation_tolerance=min(user.orientation_tolerance, ROUGH_PLAN[1]))
+    tight = _at_most(user, *ROUGH_PLAN)
     if tight == user or opts.retries < 1:
         return path
     problem = Problem(model, targets, weights, settings, opts, held)
@@ -247,6 +244,14 @@ def _rough_planned_tighter(model: BatchedKinematics, targets: Array,
     best = better(model, opts, path, again)
     best.iterations = path.iterations + again.iterations  # both plans' work
     return best
+
+
+def _at_most(settings: SolverSettings, position: float, orientation: float
+             ) -> SolverSettings:  # fmt: skip
+    """``settings`` with its tolerances no looser than ``position`` (m) and
+    ``orientation`` (rad)."""
+    return replace(settings, position_tolerance=min(settings.position_tolerance, position),
+                   orientation_tolerance=min(settings.orientation_tolerance, orientation))
 
 
 def told_done(progress: Callable[[float], None] | None) -> Callable[[float], None] | None:
@@ -279,8 +284,8 @@ def _plan(model: BatchedKinematics, targets: Array,
         return _between_cuts(model, targets, weights, settings, opts, (start, before, after),
                              held, progress, wide, slow, cuts, search.problem.out_of_reach(),
                              motion=search.motion())
-    held, first, last = path_ends(model, targets, weights, settings, opts, start, before, after,
-                              held, None)
+    held, first, last = path_ends(model, targets, weights, settings, opts, start, before,
+                                  after, held, None)
 
     def one_pass(stride: int, motion: float, lane_frames: int, span: tuple[float, float],
                  quick: bool = False, wide: bool = False,

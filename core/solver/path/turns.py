@@ -30,7 +30,7 @@ import math
 from collections.abc import Callable, Sequence
 
 import numpy as np
-from numpy.typing import NDArray
+from numpy.typing import ArrayLike, NDArray
 
 from ..kinematics import BatchedKinematics
 
@@ -50,6 +50,16 @@ def wide_hinges(model: BatchedKinematics) -> NDArray[np.bool_]:
     return ranged & (span > TURN + SLACK)
 
 
+def fitting_turns(lo: ArrayLike, hi: ArrayLike, low: ArrayLike, high: ArrayLike
+                  ) -> tuple[Array, Array]:  # fmt: skip
+    """The fewest and the most whole turns that move a path spanning ``low``..``high``
+    within the limits ``lo``..``hi`` (rad; per hinge, or scalars); none where the first
+    is above the second."""
+    first = np.ceil((np.asarray(lo) - low) / TURN - 1e-9)
+    last = np.floor((np.asarray(hi) - high) / TURN + 1e-9)
+    return first, last
+
+
 def within_limits(model: BatchedKinematics, q: Array, cols: NDArray[np.bool_],
                   anchors: Sequence[tuple[int, Array]] = ()) -> Array | None:  # fmt: skip
     """``q`` (F, n) with each of the columns ``cols`` made continuous (each step the
@@ -64,8 +74,7 @@ def within_limits(model: BatchedKinematics, q: Array, cols: NDArray[np.bool_],
     out[:, cols] = np.unwrap(q[:, cols], axis=0)
     for c in np.flatnonzero(cols):
         low, high = float(out[:, c].min()), float(out[:, c].max())
-        first = math.ceil((model.lo[c] - low) / TURN - 1e-9)  # the fewest turns that fit
-        last = math.floor((model.hi[c] - high) / TURN + 1e-9)  # ... and the most
+        first, last = (int(x) for x in fitting_turns(model.lo[c], model.hi[c], low, high))
         joins = {round((float(pose[c]) - out[f, c]) / TURN) for f, pose in anchors}
         if first > last or len(joins) > 1 or (joins and not first <= min(joins) <= last):
             return None
@@ -86,8 +95,8 @@ def winds_within(model: BatchedKinematics, q: Array) -> bool:
     if cols.size == 0 or len(q) == 0:
         return True
     path = np.unwrap(q[:, cols], axis=0)
-    first = np.ceil((model.turn_lo[cols] - path.min(axis=0)) / TURN - 1e-9)
-    last = np.floor((model.turn_hi[cols] - path.max(axis=0)) / TURN + 1e-9)
+    first, last = fitting_turns(model.turn_lo[cols], model.turn_hi[cols],
+                                path.min(axis=0), path.max(axis=0))
     return bool(np.all(first <= last))
 
 
@@ -255,8 +264,7 @@ class TurnStates:
             if reach is not None:
                 low = np.minimum(low, u[i - 1] + reach[0])
                 high = np.maximum(high, u[i - 1] + reach[1])
-        first = np.ceil((self.all_lo - low) / TURN - 1e-9)
-        last = np.floor((self.all_hi - high) / TURN + 1e-9)
+        first, last = fitting_turns(self.all_lo, self.all_hi, low, high)
         out = first > last
         tie_start, tie_end = self.ties
         joins = [np.zeros(len(u[0]))] if tie_start else []  # the turns each tie asks
