@@ -11,7 +11,7 @@ midpoint, not every frame. Coordinates rad and m."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 
 import numpy as np
@@ -216,8 +216,8 @@ def _least(counts: Index) -> tuple[int, bool]:
     return low, bool(counts.max() == low)
 
 
-def _beside_hard(ladder: Ladder, search: Search, qs: Array, nodes: list[Index], est: Costs,
-                 i: int, at: tuple[int, int], cost: float) -> None:  # fmt: skip
+def _beside_hard(ladder: Ladder, search: Search, qs: Sequence[Array], nodes: list[Index],
+                 est: Costs, i: int, at: tuple[int, int], cost: float) -> None:  # fmt: skip
     """A first pass's edge into coarse frame ``i`` (``at``: its from and to nodes'
     positions) that a fill costs ``cost``, over ``HARD`` times its estimate (``est``,
     the transition's, before the slack): the untouched edges whose ends lie within
@@ -235,7 +235,7 @@ def _beside_hard(ladder: Ladder, search: Search, qs: Array, nodes: list[Index], 
                            est[np.ix_(near_to, near_from)] * np.float32(ratio))
 
 
-def live_nodes(qs: Array, oks: NDArray[np.bool_],
+def live_nodes(qs: Sequence[Array], oks: Sequence[NDArray[np.bool_]],
                report: Callable[[float], None] | None = None) -> list[Index]:
     """Per coarse frame the candidates kept in the graph: converged ones, one of each
     group equal to 1e-4 (both passes and neighbouring cells often agree); where none
@@ -267,8 +267,8 @@ def _distinct(q: Array, rows: Index) -> Index:
     return rows[np.sort(first)]
 
 
-def edge_costs(model: BatchedKinematics, solved: NDArray[np.bool_], qs: Array, idx: Index,
-               nodes: list[Index], power: float, spread: Array | None = None,
+def edge_costs(model: BatchedKinematics, solved: NDArray[np.bool_], qs: Sequence[Array],
+               idx: Index, nodes: list[Index], power: float, spread: Array | None = None,
                report: Callable[[float], None] | None = None) -> list[Costs]:
     """Per transition into coarse frame i (i >= 1) the estimated cost of every edge
     between its ``nodes`` (to, from): ``L (d / L)^power`` from the ends' largest motion
@@ -339,7 +339,7 @@ def _finished(filler: Filler, fills: list[Fill]) -> list[Fill]:
 
 def _converged_on(frames: int, edges: list[tuple[int, int, int]],
                   fills: dict[tuple[int, int, int], Fill], idx: Index,
-                  oks: NDArray[np.bool_]) -> NDArray[np.bool_]:  # fmt: skip
+                  oks: Sequence[NDArray[np.bool_]]) -> NDArray[np.bool_]:  # fmt: skip
     """Per frame (``frames``,): whether the path through ``edges`` converges there, each
     coarse frame ``idx`` as its chosen candidate did (``oks``); a frame a fill has not
     reached yet counts as converged."""
@@ -347,7 +347,7 @@ def _converged_on(frames: int, edges: list[tuple[int, int, int]],
     for i, a, b in edges:
         fl = fills[(i, a, b)]
         conv[fl.first:fl.first + len(fl.q)] = fl.conv
-        conv[idx[i - 1]], conv[idx[i]] = oks[i - 1, a], oks[i, b]
+        conv[idx[i - 1]], conv[idx[i]] = oks[i - 1][a], oks[i][b]
     return conv
 
 
@@ -392,10 +392,10 @@ def ladder_path(search: Search, stride: int, coarse_motion: float, lane_frames: 
     filler = Filler(search)
     nodes = live_nodes(qs, oks, lambda x: search.report(GRID_SHARE + 0.01 * x))
     if start is not None:  # the path leaves frame 0 from ``start`` only
-        qs[0, 0], oks[0, 0] = start, True
+        qs[0][0], oks[0][0] = start, True
         nodes[0] = np.zeros(1, dtype=np.intp)
     if end is not None and len(idx) > 1:  # and reaches the last frame at ``end`` only
-        qs[-1, 0], oks[-1, 0] = end, True
+        qs[-1][0], oks[-1][0] = end, True
         nodes[-1] = np.zeros(1, dtype=np.intp)
     where = [{int(k): j for j, k in enumerate(nd)} for nd in nodes]
     costs = edge_costs(model, search.solved, qs, idx, nodes, opts.power,
@@ -431,7 +431,7 @@ def ladder_path(search: Search, stride: int, coarse_motion: float, lane_frames: 
             for i, a, b in edges:
                 if (i, a, b) not in fills:
                     fills[(i, a, b)] = filler.start_fill(int(idx[i - 1]), int(idx[i]),
-                                                         qs[i - 1, a], qs[i, b])
+                                                         qs[i - 1][a], qs[i][b])
         todo = [e for e in edges if not fills[e].done]
         if not todo or round_ >= budget:
             # done, or out of rounds: a path that leaves the limits of hinges whose turns
@@ -479,7 +479,7 @@ def ladder_path(search: Search, stride: int, coarse_motion: float, lane_frames: 
         q[lo_f:hi_f + 1], conv[lo_f:hi_f + 1] = fl.q, fl.conv
         pe[lo_f:hi_f + 1], re[lo_f:hi_f + 1] = fl.pe, fl.re
     if len(idx) == 1:
-        q[0] = qs[0, int(np.argmax(oks[0]))]
+        q[0] = qs[0][int(np.argmax(oks[0]))]
     if search.wrap.any():  # segments may end a whole turn apart: join them
         q[:, search.wrap] = np.unwrap(q[:, search.wrap], axis=0)
     if ladder.turns is not None and ladder.turns.ties[1] and start is None and end is not None:

@@ -125,10 +125,11 @@ class TurnStates:
     state to the last), brought together in the middle of the stretch whose edges
     changed.
 
-    ``qs`` (C, slots, n) the coarse frames' candidates, ``nodes`` per coarse frame the
-    slots in the graph. Angles rad."""
+    ``qs`` per coarse frame its candidates (N_i, n), ``nodes`` per coarse frame the
+    positions of those in the graph. Angles rad."""
 
-    def __init__(self, model: BatchedKinematics, qs: Array, nodes: list[NDArray[np.intp]],
+    def __init__(self, model: BatchedKinematics, qs: Sequence[Array],
+                 nodes: list[NDArray[np.intp]],
                  tie_start: bool = False, tie_end: bool = False) -> None:  # fmt: skip
         # the first (last) coarse frame's one node stands at its own turns: a path that
         # joins the poses around it
