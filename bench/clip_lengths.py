@@ -13,7 +13,9 @@ bench/results/clip_lengths.md). Issue 17 point 5 asks for a 60-frame clip in at 
    step, as in bench/batched.py).
 2. Length: a 1,000-frame loop of workload B's kind (``trajectory_channels(..., block=
    1000)``: every joint a whole number of periods per 1,000 frames, so the loop joins
-   itself) solved once, 5 and 20 times over: µs per frame and the ratio to 1,000 frames.
+   itself) solved once, 5 and 20 times over: µs per frame and the ratio to 1,000 frames,
+   and the solve's peak memory (numpy's arrays and Python's objects, by ``tracemalloc``,
+   in a second, untimed solve: the bookkeeping is to stay bounded).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import argparse
 import statistics
 import sys
 import time
+import tracemalloc
 from pathlib import Path
 
 import numpy as np
@@ -47,6 +50,21 @@ def solve(eng: Engine, scene, truth: np.ndarray) -> tuple[float, int, int]:
     true_step = np.abs(np.diff(truth, axis=0)).max()
     steps = np.abs(np.diff(res.q, axis=0)).max(axis=1)
     return seconds, int(res.converged.sum()), int((steps > 2.0 * true_step).sum())
+
+
+def peak_mb(eng: Engine, scene, truth: np.ndarray) -> float:
+    """The peak memory (MB) ``solve_path`` allocates on ``truth``'s FK targets beyond
+    them, traced (numpy's arrays count: they report to ``tracemalloc``)."""
+    from dhik.solver.path import solve_path
+
+    targets = np.array([scene.chain.fk(scene.values(x), scene.effector) for x in truth])
+    tracemalloc.start()
+    try:
+        base = tracemalloc.get_traced_memory()[0]
+        solve_path(eng.model, targets[:, None], settings=eng.s)
+        return (tracemalloc.get_traced_memory()[1] - base) / 1e6
+    finally:
+        tracemalloc.stop()
 
 
 def row(name: str, runs: list[tuple[float, int, int]], frames: int) -> str:
@@ -78,8 +96,9 @@ def main(argv: list[str] | None = None) -> int:
                 for seed in FLIP_SEEDS[:5]]
     lines.append(row("whole random paths squeezed into 60 frames", squeezed, 60))
     lines += ["", "## 2. Per-frame cost by length (arm7, a 1,000-frame loop of B's kind)", "",
-              "| frames | s | µs per frame | converged | flip frames | per frame / at 1,000 |",
-              "|---|---|---|---|---|---|"]
+              "| frames | s | µs per frame | converged | flip frames | per frame / at 1,000 "
+              "| peak MB |",
+              "|---|---|---|---|---|---|---|"]
     base = None
     for frames in (1000, 5000, 20000):
         truth = scene.trajectory_channels(frames, SEED_B, block=1000)
@@ -87,7 +106,7 @@ def main(argv: list[str] | None = None) -> int:
         per = seconds / frames * 1e6
         base = base or per
         lines.append(f"| {frames} | {seconds:.2f} | {per:.0f} | {conv}/{frames} | {flips} | "
-                     f"{per / base:.2f} |")
+                     f"{per / base:.2f} | {peak_mb(eng, scene, truth):.0f} |")
         print(lines[-1], flush=True)
     write_report("clip_lengths.py", started, lines, args.out)
     return 0
