@@ -39,29 +39,37 @@ from scenes import load_scenes  # noqa: E402
 WINDOWS = (0, 500, 1000, 1500)  # first frames of the 60-frame windows of each path
 
 
-def solve(eng: Engine, scene, truth: np.ndarray) -> tuple[float, int, int]:
-    """Seconds, frames converged and flip frames of ``solve_path`` on ``truth``'s FK."""
+def fk_targets(scene, truth: np.ndarray) -> np.ndarray:
+    """The effector's world transforms (F, 1, 4, 4) (m) of ``truth``'s joint values
+    (F, channels) (rad, m)."""
+    return np.array([scene.chain.fk(scene.values(x), scene.effector) for x in truth])[:, None]
+
+
+def solve(eng: Engine, scene, truth: np.ndarray, targets: np.ndarray | None = None
+          ) -> tuple[float, int, int]:  # fmt: skip
+    """Seconds, frames converged and flip frames of ``solve_path`` on ``truth``'s FK
+    (``targets``, :func:`fk_targets`, when already worked out)."""
     from dhik.solver.path import solve_path
 
-    targets = np.array([scene.chain.fk(scene.values(x), scene.effector) for x in truth])
+    if targets is None:
+        targets = fk_targets(scene, truth)
     t0 = time.perf_counter()
-    res = solve_path(eng.model, targets[:, None], settings=eng.s)
+    res = solve_path(eng.model, targets, settings=eng.s)
     seconds = time.perf_counter() - t0
     true_step = np.abs(np.diff(truth, axis=0)).max()
     steps = np.abs(np.diff(res.q, axis=0)).max(axis=1)
     return seconds, int(res.converged.sum()), int((steps > 2.0 * true_step).sum())
 
 
-def peak_mb(eng: Engine, scene, truth: np.ndarray) -> float:
-    """The peak memory (MB) ``solve_path`` allocates on ``truth``'s FK targets beyond
-    them, traced (numpy's arrays count: they report to ``tracemalloc``)."""
+def peak_mb(eng: Engine, targets: np.ndarray) -> float:
+    """The peak memory (MB) ``solve_path`` allocates on ``targets`` (:func:`fk_targets`)
+    beyond them, traced (numpy's arrays count: they report to ``tracemalloc``)."""
     from dhik.solver.path import solve_path
 
-    targets = np.array([scene.chain.fk(scene.values(x), scene.effector) for x in truth])
     tracemalloc.start()
     try:
         base = tracemalloc.get_traced_memory()[0]
-        solve_path(eng.model, targets[:, None], settings=eng.s)
+        solve_path(eng.model, targets, settings=eng.s)
         return (tracemalloc.get_traced_memory()[1] - base) / 1e6
     finally:
         tracemalloc.stop()
@@ -102,11 +110,12 @@ def main(argv: list[str] | None = None) -> int:
     base = None
     for frames in (1000, 5000, 20000):
         truth = scene.trajectory_channels(frames, SEED_B, block=1000)
-        seconds, conv, flips = solve(eng, scene, truth)
+        targets = fk_targets(scene, truth)
+        seconds, conv, flips = solve(eng, scene, truth, targets)
         per = seconds / frames * 1e6
         base = base or per
         lines.append(f"| {frames} | {seconds:.2f} | {per:.0f} | {conv}/{frames} | {flips} | "
-                     f"{per / base:.2f} | {peak_mb(eng, scene, truth):.0f} |")
+                     f"{per / base:.2f} | {peak_mb(eng, targets):.0f} |")
         print(lines[-1], flush=True)
     write_report("clip_lengths.py", started, lines, args.out)
     return 0
