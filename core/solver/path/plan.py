@@ -26,7 +26,7 @@ from ..lm.poles import PoleSet
 from ..lm.problem import ENGINE_SETTINGS, Problem
 from ..settings import RobustOptions, SolverSettings
 from .cheap import cheap_pass
-from .ends import path_ends
+from .ends import held_best, path_ends, stands_still, still_path
 from .judge import (
     WHOLE_SWING_SPIKE,
     better,
@@ -266,14 +266,15 @@ def _plan(model: BatchedKinematics, targets: Array,
           opts: RobustOptions, start: ArrayLike | None, before: ArrayLike | None,
           after: ArrayLike | None, held: ArrayLike | None,
           progress: Callable[[float], None] | None, wide: bool = False,
-          slow: bool = True, split: bool = True, stretched: bool = True
-          ) -> PathResult:  # fmt: skip
+          slow: bool = True, split: bool = True, stretched: bool = True,
+          moving: bool = False) -> PathResult:  # fmt: skip
     """:func:`solve_path` without poles; ``wide``: its first pass a wide one (a
     retry's window, ``WIDE_RETRIES``); ``slow``: a slow clip's coarse frames farther
     apart (``Search.slow_stride``; not in a retry's window, whose stride a retry
     halved); ``split``: a clip whose targets cut planned a stretch at a time
     (:func:`_between_cuts`), and ``stretched``: one whose first pass leaves a stretch
-    out of reach (``stretches.stretches_out``) too. The stretches between target cuts
+    out of reach (``stretches.stretches_out``) too; ``moving``: searched even where the
+    clip stands still (``ends.still_path``). The stretches between target cuts
     are planned without ``split`` but with their own stretches out of reach followed;
     those beside a stretch out of reach, with neither."""
     if held is not None:
@@ -286,6 +287,19 @@ def _plan(model: BatchedKinematics, targets: Array,
                              motion=search.motion())
     held, first, last = path_ends(model, targets, weights, settings, opts, start, before,
                                   after, held, None)
+    joined = start is not None or before is not None or after is not None
+    still = None if moving else \
+        still_path(model, targets, weights, settings, opts, held, first, last, joined)
+    if still is not None:  # one pose held
+        if progress is not None:
+            progress(1.0)
+        return still
+    if not joined and not moving and stands_still(targets, held):
+        # beyond reach: searched, its closest approach held
+        searched = _plan(model, targets, weights, settings, opts, start, before, after,
+                         held, progress, wide, slow, split, stretched, moving=True)
+        one = None if held is None else held[:1]
+        return held_best(Problem(model, targets[:1], weights, settings, opts, one), searched)
 
     def one_pass(stride: int, motion: float, lane_frames: int, span: tuple[float, float],
                  quick: bool = False, wide: bool = False,
