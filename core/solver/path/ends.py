@@ -73,10 +73,10 @@ def still_path(model: BatchedKinematics, targets: Array,
     ``last`` differ (the path moves along the self-motion between them: searched),
     where it joins a pose that LM reached no solution from (the search finds the one
     nearest), or where the pose misses the targets (beyond reach: the search
-    approaches them: :func:`held_best`). A still
-    clip, or a held stretch between two cuts (``plan._between_cuts``), took the whole
-    search before: arm7, 250 frames of one target, 71-94 ms; held-out paths with cuts
-    (bench/held_out.py), 45-74 ms a held stretch of 11-33 frames."""
+    approaches them, :func:`held_best`). A still clip, or a held stretch between two
+    cuts (``plan._between_cuts``), took the whole search before: arm7, 250 frames of
+    one target, 47-94 ms (4-14 ms now); bench/held_out.py's paths with cuts, 45-74 ms
+    a held stretch of 11-33 frames."""
     frames = len(targets)
     if not stands_still(targets, held):
         return None
