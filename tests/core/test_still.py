@@ -4,16 +4,12 @@ joins a pose before it, the solution LM reaches from that pose. Coordinates rad 
 
 from __future__ import annotations
 
-import sys
-
 import numpy as np
 import pytest
 from dhik.app.formats import load_skeleton
 from dhik.solver.lm import Problem, levenberg_marquardt, solve_many, solve_one
-from dhik.solver.path import solve_path
+from dhik.solver.path import plan, solve_path
 from fixtures import ARM7, arm7_path, check_answers, largest_step, planned_passes
-
-plan_module = sys.modules["dhik.solver.path.plan"]
 
 
 def test_a_still_clip_is_one_pose_on_target_without_a_search(
@@ -31,7 +27,7 @@ def test_a_still_clip_is_one_pose_on_target_without_a_search(
     # the pose solve_many gives the frame (the T-pose or a cold start, with restarts)
     np.testing.assert_array_equal(res.q[0], solve_many(model, still[:1]).q[0])
     assert res.iterations[0] > 0 and not res.iterations[1:].any()
-    monkeypatch.setattr(plan_module, "still_path", lambda *args: None)
+    monkeypatch.setattr(plan, "still_path", lambda *args: None)
     searched = solve_path(model, still)
     assert planned and searched.converged.all() and largest_step(model, searched.q) == 0.0
     assert searched.iterations.sum() > 10 * res.iterations.sum()

@@ -64,22 +64,21 @@ def still_path(model: BatchedKinematics, targets: Array,
                settings: SolverSettings | None, opts: RobustOptions, held: Array | None,
                first: Array | None, last: Array | None, joined: bool
                ) -> PathResult | None:  # fmt: skip
-    """The path of a clip whose targets (F, m, 4, 4) and held values (F, n) are the same
-    on every frame: one pose held, the least motion there is. That pose is ``first``
+    """The path of a clip that stands still (:func:`stands_still`: its targets (F, m, 4,
+    4), world, m, and held values (F, n), rad and m, the same on every frame; the
+    caller asks): one pose held, the least motion there is. That pose is ``first``
     (where the path must start), else ``last`` (where it must end), else, where the
     path joins no pose (``joined`` False: no start, pose before or after was given),
     the first frame solved as ``lm.solve_many`` solves it (the T-pose where it is on
-    target, else cold, with restarts). None where the clip moves, where ``first`` and
-    ``last`` differ (the path moves along the self-motion between them: searched),
-    where it joins a pose that LM reached no solution from (the search finds the one
-    nearest), or where the pose misses the targets (beyond reach: the search
-    approaches them, :func:`held_best`). A still clip, or a held stretch between two
+    target, else cold, with restarts). None where ``first`` and ``last`` differ (the
+    path moves along the self-motion between them: searched), where it joins a pose
+    that LM reached no solution from (the search finds the one nearest), or where the
+    pose misses the targets (beyond reach: the search approaches them,
+    :func:`held_best`). A still clip, or a held stretch between two
     cuts (``plan._between_cuts``), took the whole search before: arm7, 250 frames of
     one target, 47-94 ms (4-14 ms now); bench/held_out.py's paths with cuts, 45-74 ms
     a held stretch of 11-33 frames."""
     frames = len(targets)
-    if not stands_still(targets, held):
-        return None
     if first is not None and last is not None and not np.array_equal(first, last):
         return None
     pose = first if first is not None else last
@@ -101,8 +100,8 @@ def still_path(model: BatchedKinematics, targets: Array,
 
 
 def stands_still(targets: Array, held: Array | None) -> bool:
-    """Whether a clip of two frames or more has the same targets (F, m, 4, 4) and held
-    values (F, n) on every frame."""
+    """Whether a clip of two frames or more has the same targets (F, m, 4, 4) (world,
+    m) and held values (F, n) (rad, m) on every frame."""
     if len(targets) < 2 or np.any(targets != targets[:1]):
         return False
     return held is None or not np.any(held != held[:1])

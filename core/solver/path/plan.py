@@ -287,19 +287,20 @@ def _plan(model: BatchedKinematics, targets: Array,
                              motion=search.motion())
     held, first, last = path_ends(model, targets, weights, settings, opts, start, before,
                                   after, held, None)
-    joined = start is not None or before is not None or after is not None
-    still = None if moving else \
-        still_path(model, targets, weights, settings, opts, held, first, last, joined)
-    if still is not None:  # one pose held
-        if progress is not None:
-            progress(1.0)
-        return still
-    if not joined and not moving and stands_still(targets, held):
-        # beyond reach: searched, its closest approach held
-        searched = _plan(model, targets, weights, settings, opts, start, before, after,
-                         held, progress, wide, slow, split, stretched, moving=True)
-        one = None if held is None else held[:1]
-        return held_best(Problem(model, targets[:1], weights, settings, opts, one), searched)
+    if not moving and stands_still(targets, held):
+        joined = start is not None or before is not None or after is not None
+        still = still_path(model, targets, weights, settings, opts, held, first, last,
+                           joined)
+        if still is not None:  # one pose held
+            if progress is not None:
+                progress(1.0)
+            return still
+        if not joined:  # beyond reach: searched, its closest approach held
+            searched = _plan(model, targets, weights, settings, opts, start, before, after,
+                             held, progress, wide, slow, split, stretched, moving=True)
+            one = None if held is None else held[:1]
+            return held_best(Problem(model, targets[:1], weights, settings, opts, one),
+                             searched)
 
     def one_pass(stride: int, motion: float, lane_frames: int, span: tuple[float, float],
                  quick: bool = False, wide: bool = False,
