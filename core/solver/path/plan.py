@@ -8,7 +8,8 @@ planned again around them or over the whole clip with denser coarse frames; with
 that path is then swung toward them (``swing``). A clip whose targets cut (jump) is
 planned a stretch at a time between the cuts; one whose first pass leaves a stretch out of
 reach (``stretches``), a stretch at a time around it, that stretch followed frame by frame
-both ways. Frames whose step from the previous frame
+both ways; one whose targets repeat, over its first two cycles, one cycle then repeated
+(``cycles``). Frames whose step from the previous frame
 is still a jump (more than ``flip_factor`` times the median step of the ten frames on
 each side) are reported: no continuous path was found there.
 """
@@ -26,6 +27,7 @@ from ..lm.poles import PoleSet
 from ..lm.problem import ENGINE_SETTINGS, Problem
 from ..settings import RobustOptions, SolverSettings
 from .cheap import cheap_pass
+from .cycles import cyclic_path, period
 from .ends import held_best, path_ends, stands_still, still_path
 from .judge import (
     WHOLE_SWING_SPIKE,
@@ -267,19 +269,34 @@ def _plan(model: BatchedKinematics, targets: Array,
           after: ArrayLike | None, held: ArrayLike | None,
           progress: Callable[[float], None] | None, wide: bool = False,
           slow: bool = True, split: bool = True, stretched: bool = True,
-          moving: bool = False) -> PathResult:  # fmt: skip
+          moving: bool = False, cyclic: bool = True) -> PathResult:  # fmt: skip
     """:func:`solve_path` without poles; ``wide``: its first pass a wide one (a
     retry's window, ``WIDE_RETRIES``); ``slow``: a slow clip's coarse frames farther
     apart (``Search.slow_stride``; not in a retry's window, whose stride a retry
     halved); ``split``: a clip whose targets cut planned a stretch at a time
     (:func:`_between_cuts`), and ``stretched``: one whose first pass leaves a stretch
     out of reach (``stretches.stretches_out``) too; ``moving``: searched even where the
-    clip stands still (``ends.still_path``). The stretches between target cuts
+    clip stands still (``ends.still_path``); ``cyclic``: a clip that repeats planned
+    over its first two cycles, one cycle then repeated (``cycles.cyclic_path``; not
+    where its end joins a pose, ``after``). The stretches between target cuts
     are planned without ``split`` but with their own stretches out of reach followed;
     those beside a stretch out of reach, with neither."""
     if held is not None:
         held = np.asarray(held, dtype=float).reshape(len(targets), model.n)
     search = Search(model, targets, weights, settings, opts, held)
+    rows = None if held is None else np.asarray(held, dtype=float)
+    cycle = period(targets, rows) if cyclic and after is None else None
+    if cycle is not None and cycle > 1:
+        told = [progress]
+
+        def part(frames: int) -> PathResult:
+            tick, told[0] = told[0], told_done(progress)  # a second plan: told 1.0
+            return _plan(model, targets[:frames], weights, settings, opts, start, before,
+                         None, None if rows is None else rows[:frames], tick, wide, slow,
+                         split, stretched, moving, cyclic=False)
+
+        return cyclic_path(model, search.problem, search.solved, part, cycle,
+                           start is not None or before is not None)
     cuts = target_cuts(search) if split else np.zeros(0, dtype=np.intp)
     if cuts.size:
         return _between_cuts(model, targets, weights, settings, opts, (start, before, after),

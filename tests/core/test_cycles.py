@@ -1,0 +1,106 @@
+"""A clip whose targets repeat (a cycle baked over and over) is planned over two cycles
+and the cycle repeated from where the two agree (``path.cycles``): every cycle is
+baked alike, continuous at its seams, and the search runs on two cycles only.
+Coordinates rad and m."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import pytest
+from dhik.app.formats import load_skeleton
+from dhik.model.joint_space import BatchedModel
+from dhik.solver.lm import solve_one
+from dhik.solver.path import solve_path
+from dhik.solver.path.cycles import period
+from fixtures import ARM7, check_answers, largest_step, planned_passes
+
+
+def cyclic_arm7(cycle: int, frames: int, seed: int) -> tuple[Any, np.ndarray, np.ndarray]:
+    """arm7 (effector "Tool"), a joint path (frames, 7) that repeats every ``cycle``
+    frames (sinusoids of one or two whole periods a cycle at 60 % of each half-range
+    around mid-range: it closes on itself), and its targets (frames, 1, 4, 4), world m."""
+    model = BatchedModel(load_skeleton(ARM7), ["Tool"])
+    rng = np.random.default_rng(seed)
+    mid, half = (model.lo + model.hi) / 2, (model.hi - model.lo) / 2
+    periods = rng.integers(1, 3, model.n)
+    phase = rng.uniform(0, 2 * math.pi, model.n)
+    t = np.arange(cycle)[:, None] / cycle
+    one = mid + 0.6 * half * np.sin(2 * math.pi * periods * t + phase)
+    truth = np.resize(one, (frames, model.n))  # the cycle repeated, cut at ``frames``
+    return model, truth, model.transforms(truth)
+
+
+def test_the_period_is_the_smallest_repeat_of_targets_and_held_values() -> None:
+    """Random inputs repeated every 7 frames (4 cycles and 3 frames): period 7, whatever
+    the rounding; a difference of 1e-6 on one entry of one frame, or in a held value,
+    and the clip repeats nowhere; two cycles are needed; a still clip's period is 1."""
+    rng = np.random.default_rng(3)
+    one = rng.normal(size=(7, 2, 4, 4))
+    targets = np.resize(one, (31, 2, 4, 4))
+    assert period(targets, None) == 7
+    assert period(targets + 1e-12 * rng.normal(size=targets.shape), None) == 7
+    off = targets.copy()
+    off[20, 1, 2, 3] += 1e-6
+    assert period(off, None) is None
+    held = np.resize(rng.normal(size=(7, 3)), (31, 3))
+    assert period(targets, held) == 7
+    held[30, 2] += 1e-6
+    assert period(targets, held) is None
+    assert period(targets[:13], None) is None  # under two cycles
+    assert period(targets[:14], None) == 7
+    # frames 0 and 1 recur at 7, but the clip repeats only every 14
+    twice = np.resize(np.concatenate([one, one]), (42, 2, 4, 4))
+    twice[7 + 3] += 1.0
+    twice[21 + 3] += 1.0
+    twice[35 + 3] += 1.0
+    assert period(twice, None) == 14
+    assert period(np.repeat(one[:1], 5, axis=0), None) == 1
+
+
+def test_a_repeated_clip_bakes_every_cycle_alike(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Four cycles of 150 frames and 20 more: every frame poses as the frame a cycle
+    before it, to the bit; the path is continuous over the seams (no step over twice
+    the truth's largest), on target on every frame as fresh joint objects pose it, and
+    the search planned the first two cycles only (its work there alone)."""
+    cycle = 150
+    model, truth, targets = cyclic_arm7(cycle, 4 * cycle + 20, 5)
+    planned = planned_passes(monkeypatch)
+    res = solve_path(model, targets)
+    assert planned and max(planned) <= 2 * cycle
+    assert res.converged.all() and res.jumps == []
+    np.testing.assert_array_equal(res.q[cycle:], res.q[:-cycle])
+    assert largest_step(model, res.q) <= 2 * np.abs(np.diff(truth, axis=0)).max()
+    check_answers(load_skeleton(ARM7), model, res.q[::7], targets[::7], 1e-5, 1e-4)
+    assert res.iterations[:2 * cycle].sum() > 0 and not res.iterations[2 * cycle:].any()
+    assert (res.position_error[:, 0] < 1e-5).all() and (res.orientation_error[:, 0] < 1e-4).all()
+
+
+def test_a_repeated_clip_joined_to_a_pose_before_starts_from_it() -> None:
+    """With the pose before the clip (the cycle's last frame): frame 0 is the solution
+    LM reaches from it, and from some frame of the first cycle on every frame poses as
+    the frame a cycle before it; no jump."""
+    cycle = 150
+    model, truth, targets = cyclic_arm7(cycle, 3 * cycle, 5)
+    res = solve_path(model, targets, before=truth[cycle - 1])
+    assert res.converged.all() and res.jumps == []
+    np.testing.assert_allclose(res.q[0], solve_one(model, targets[0], truth[cycle - 1]).q[0],
+                               atol=1e-6)
+    same = np.all(res.q[cycle:] == res.q[:-cycle], axis=1)
+    start = int(np.argmax(same))
+    assert start < cycle and same[start:].all()
+    assert largest_step(model, res.q) <= 2 * np.abs(np.diff(truth, axis=0)).max()
+
+
+def test_a_repeated_clip_that_joins_a_pose_after_is_planned_whole(
+        monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    """Where the clip must end at the pose after it (a re-baked part of an animation),
+    the cycle is not repeated: the whole clip is planned, to that pose."""
+    cycle = 100
+    model, truth, targets = cyclic_arm7(cycle, 3 * cycle, 5)
+    planned = planned_passes(monkeypatch)
+    res = solve_path(model, targets, after=truth[0])
+    assert 3 * cycle in planned and res.converged.all()
+    assert np.abs(res.q[-1] - truth[-1]).max() <= 2 * np.abs(np.diff(truth, axis=0)).max()
