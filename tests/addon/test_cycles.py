@@ -1,0 +1,86 @@
+"""A cycle baked over and over, as a rigger sets it up: the target keyed over one cycle,
+its F-curves repeated by a Cycles modifier, the bake's range three cycles and more.
+Every cycle must then pose alike in Blender (the bake plans two cycles and repeats
+one: ``core/solver/path/cycles.py``), on target on every frame. Armature space = world;
+metres and radians."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import bpy
+import numpy as np
+from mathutils import Quaternion
+from rig_builders import misses, snapped_targets
+
+SAMPLES = Path(__file__).resolve().parents[2] / "sample_scenes"
+CYCLE = 40  # frames
+END = 3 * CYCLE + 10  # the bake's range: 0..END
+
+
+def cyclic_arm7() -> tuple[bpy.types.Object, bpy.types.Object]:
+    """The arm7 sample rig and an Empty keyed on frames 0..CYCLE-1 at the Tool bone's
+    evaluated pose while the seven hinges turn through one or two whole periods a
+    cycle, its frame CYCLE keyed as its frame 0, each F-curve cycled."""
+    assert bpy.ops.dhik.import_skeleton(
+        filepath=str(SAMPLES / "arm7" / "skeleton.json")) == {"FINISHED"}
+    ob = bpy.context.scene.dhik.armature
+    bones = ob.pose.bones
+    hinges = [f"J{k}" for k in range(1, 8)]
+    axes = {}
+    for name in hinges:  # each hinge's free bone axis (its only unlocked IK axis)
+        axis = [0.0, 0.0, 0.0]
+        axis["xyz".index(next(a for a in "xyz"
+                              if not getattr(bones[name], f"lock_ik_{a}")))] = 1.0
+        axes[name] = axis
+    rng = np.random.default_rng(4)
+    periods = rng.integers(1, 3, len(hinges))
+    phases = rng.uniform(0.0, 2 * math.pi, len(hinges))
+
+    def pose(f: int) -> dict[str, dict[str, Quaternion]]:
+        out = {}
+        for k, name in enumerate(hinges):
+            a = "xyz"[axes[name].index(1.0)]
+            lo, hi = getattr(bones[name], f"ik_min_{a}"), getattr(bones[name], f"ik_max_{a}")
+            angle = (lo + hi) / 2 + 0.6 * (hi - lo) / 2 * math.sin(
+                2 * math.pi * periods[k] * f / CYCLE + phases[k])
+            out[name] = {"rotation_quaternion": Quaternion(axes[name], angle)}
+        return out
+
+    goal = snapped_targets(ob, ["Tool"], list(range(CYCLE)), pose)["Tool"]
+    for fc in _curves(goal):
+        fc.keyframe_points.insert(CYCLE, fc.keyframe_points[0].co[1])
+        fc.modifiers.new("CYCLES")
+    return ob, goal
+
+
+def _curves(ob: bpy.types.Object) -> list[bpy.types.FCurve]:
+    """The F-curves of ``ob``'s action (Blender 5's layered actions: its channelbag's)."""
+    from bpy_extras import anim_utils
+
+    ad = ob.animation_data
+    return list(anim_utils.action_get_channelbag_for_slot(ad.action, ad.action_slot).fcurves)
+
+
+def test_a_cycled_target_bakes_every_cycle_alike() -> None:
+    """Baked through the panel's operator over 0..130: on every frame each bone's
+    evaluated pose equals its pose one cycle later, and the Tool bone is on the Empty
+    as Blender evaluates both."""
+    ob, goal = cyclic_arm7()
+    s = bpy.context.scene.dhik
+    s.armature, s.effector, s.target = ob, "Tool", goal
+    s.use_scene_range = False
+    s.frame_start, s.frame_end = 0, END
+    s.position_tolerance = s.orientation_tolerance = 1e-5
+    assert bpy.ops.dhik.bake() == {"FINISHED"}
+    scene = bpy.context.scene
+    poses = []
+    for f in range(END + 1):
+        scene.frame_set(f)
+        poses.append(np.array([np.array(pb.matrix, dtype=float) for pb in ob.pose.bones]))
+    poses_a = np.array(poses)
+    assert np.abs(poses_a[CYCLE:] - poses_a[:-CYCLE]).max() < 1e-6
+    assert np.abs(poses_a[1:] - poses_a[:-1]).max() > 1e-3  # the arm moves
+    position, orientation = misses(ob, {"Tool": goal}, range(END + 1))
+    assert position < 1e-4 and orientation < 1e-3
