@@ -115,7 +115,7 @@ class Scene:
         return [self.chain.fk(self.values(rng.uniform(lo, hi)), self.effector)
                 for _ in range(count)]
 
-    def trajectory(self, frames: int, seed: int, block: int | None = None) -> list[np.ndarray]:
+    def trajectory(self, frames: int, seed: int, block: float | None = None) -> list[np.ndarray]:
         """Workload B: a smooth path, 60 % of each half-range around mid-range, 1-3 periods.
 
         With ``block``, whole periods (1, 2 or 3) per ``block`` frames: the path repeats
@@ -123,7 +123,7 @@ class Scene:
         return [self.chain.fk(self.values(x), self.effector)
                 for x in self.trajectory_channels(frames, seed, block)]
 
-    def trajectory_channels(self, frames: int, seed: int, block: int | None = None
+    def trajectory_channels(self, frames: int, seed: int, block: float | None = None
                             ) -> np.ndarray:  # fmt: skip
         """The channel vectors (frames, channels) whose FK is :meth:`trajectory`."""
         rng = np.random.default_rng(seed)
