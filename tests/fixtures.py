@@ -70,6 +70,23 @@ SCARA: dict[str, Any] = {"root_name": "Shoulder", "joints": [
     {"name": "Tool", "type": "fixed", "parent": "Wrist", "offset": [0, 0, -0.1]}]}
 
 
+HUMANOID_ARM = {  # clavicle fixed and rotated, limited spherical shoulder and wrist
+    "root_name": "Chest",
+    "joints": [
+        {"name": "Chest", "type": "fixed", "offset": [0, 0, 1.4], "parent": None},
+        {"name": "Clavicle", "type": "fixed", "offset": [0.0, 0.18, 0.02], "parent": "Chest",
+         "quaternion": [0.9962, 0.0, 0.0, 0.0872]},
+        {"name": "Shoulder", "type": "spherical", "offset": [0.0, 0.03, 0.0],
+         "parent": "Clavicle", "limits": [[-1.6, 1.6], [-1.3, 1.3], [-0.7, 1.6]]},
+        {"name": "Elbow", "type": "revolute", "offset": [0.0, 0.30, 0.0], "parent": "Shoulder",
+         "axis": [0, 0, 1], "limits": [-0.05, 2.6]},
+        {"name": "Wrist", "type": "spherical", "offset": [0.0, 0.26, 0.0], "parent": "Elbow",
+         "limits": [[-1.2, 1.2], [-0.5, 0.5], [-1.0, 1.0]]},
+        {"name": "Hand", "type": "fixed", "offset": [0.0, 0.08, 0.01], "parent": "Wrist"},
+    ],
+}
+
+
 def arm7_on_a_turntable() -> dict[str, Any]:
     """arm7 (:data:`ARM7`) on a turntable: a hinge about world Z, 0.1 m up, without
     limits, under the arm's base ("Turntable", below a fixed root "World")."""

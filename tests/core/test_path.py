@@ -27,6 +27,7 @@ from dhik.solver.lm import loop as lm_loop
 from dhik.solver.path import PathResult, judge, solve_path
 from fixtures import (
     ARM7,
+    HUMANOID_ARM,
     arm7_path,
     check_answers,
     largest_step,
@@ -59,21 +60,6 @@ def test_path_has_no_flips() -> None:
     assert largest_step(model, res.q) < 2.0 * largest_step(model, truth)
 
 
-HUMANOID_ARM = {  # clavicle fixed and rotated, limited spherical shoulder and wrist
-    "root_name": "Chest",
-    "joints": [
-        {"name": "Chest", "type": "fixed", "offset": [0, 0, 1.4], "parent": None},
-        {"name": "Clavicle", "type": "fixed", "offset": [0.0, 0.18, 0.02], "parent": "Chest",
-         "quaternion": [0.9962, 0.0, 0.0, 0.0872]},
-        {"name": "Shoulder", "type": "spherical", "offset": [0.0, 0.03, 0.0],
-         "parent": "Clavicle", "limits": [[-1.6, 1.6], [-1.3, 1.3], [-0.7, 1.6]]},
-        {"name": "Elbow", "type": "revolute", "offset": [0.0, 0.30, 0.0], "parent": "Shoulder",
-         "axis": [0, 0, 1], "limits": [-0.05, 2.6]},
-        {"name": "Wrist", "type": "spherical", "offset": [0.0, 0.26, 0.0], "parent": "Elbow",
-         "limits": [[-1.2, 1.2], [-0.5, 0.5], [-1.0, 1.0]]},
-        {"name": "Hand", "type": "fixed", "offset": [0.0, 0.08, 0.01], "parent": "Wrist"},
-    ],
-}
 # the same arm with ball joints that turn freely (a Blender bone without locks): both
 # solved in the rotation-vector chart
 FREE_ARM = {**HUMANOID_ARM, "joints": [

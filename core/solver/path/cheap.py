@@ -47,6 +47,7 @@ from ..lm.poles import PoleSet
 from ..lm.solve import solve_many
 from ..settings import RobustOptions, SolverSettings
 from .candidates import MIDDLE_PULL
+from .cycles import cyclic_path, period
 from .ends import path_ends
 from .fill import FILL_LEVELS, SLOW_STALL_WINDOW, Fill, Filler
 from .search import PathResult, Search, frame_steps, jump_frames, standing_out
@@ -302,5 +303,19 @@ def cheap_path(model: BatchedKinematics, targets: ArrayLike,
     held, first, last = path_ends(model, targets, weights, settings, opts, start, before,
                                   after, held, poles)
     search = Search(model, targets, weights, settings, opts, held, poles)
-    return cheap_pass(search, search.slow_stride(opts.stride, opts.coarse_motion),
-                      opts.coarse_motion, first, last)
+
+    def part(frames: int) -> PathResult | None:
+        sub = search if frames == search.frames else Search(
+            model, targets[:frames], weights, settings, opts,
+            None if held is None else held[:frames])
+        return cheap_pass(sub, sub.slow_stride(opts.stride, opts.coarse_motion),
+                          opts.coarse_motion, first, None if sub is not search else last)
+
+    # a clip that repeats, its cheap pass over two cycles and one repeated, as the
+    # planner's (``cycles``): a greedy track drifts from cycle to cycle (a humanoid arm's
+    # 300-frame cycle, four times: 0.07-0.23 rad apart)
+    cycle = period(targets, held) if poles is None and after is None else None
+    if cycle is not None and cycle > 1:
+        return cyclic_path(model, search.problem, search.solved, part, cycle,
+                           first is not None)
+    return part(search.frames)

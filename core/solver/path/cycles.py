@@ -82,17 +82,20 @@ def cycle_sources(model: BatchedKinematics, q: Array, solved: NDArray[np.bool_],
 
 
 def cyclic_path(model: BatchedKinematics, problem: Problem, solved: NDArray[np.bool_],
-                plan: Callable[[int], PathResult], cycle: int, pinned: bool
-                ) -> PathResult:  # fmt: skip
+                plan: Callable[[int], PathResult | None], cycle: int, pinned: bool
+                ) -> PathResult | None:  # fmt: skip
     """The path of a clip that repeats every ``cycle`` frames (:func:`period`;
     ``problem``: its frames'): ``plan(count)`` plans its first ``count`` frames (two
-    cycles, or the whole clip where that is shorter than three), and the cycle where
-    they agree (:func:`cycle_sources`) is repeated; where they agree nowhere, the
-    whole clip as ``plan`` plans it. Every frame's errors are its own; ``iterations``
-    holds the planning's work on the frames planned."""
+    cycles, or the whole clip where that is shorter than three; None: no answer, as a
+    cheap pass may give), and the cycle where they agree (:func:`cycle_sources`) is
+    repeated; where they agree nowhere, the whole clip as ``plan`` plans it. Every
+    frame's errors are its own; ``iterations`` holds the planning's work on the frames
+    planned."""
     frames = len(problem.targets)
     span = frames if frames < 3 * cycle else 2 * cycle
     part = plan(span)
+    if part is None:
+        return None
     source = cycle_sources(model, part.q, solved, cycle, frames, pinned)
     work = np.zeros(frames, dtype=np.int64)
     work[:span] = part.iterations
@@ -100,7 +103,8 @@ def cyclic_path(model: BatchedKinematics, problem: Problem, solved: NDArray[np.b
         if span == frames:
             return part
         whole = plan(frames)
-        whole.iterations = whole.iterations + work  # the two cycles were work too
+        if whole is not None:
+            whole.iterations = whole.iterations + work  # the two cycles were work too
         return whole
     q = part.q[source]
     res = levenberg_marquardt(model, problem, q, 0)  # each frame's own errors

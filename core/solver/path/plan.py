@@ -295,8 +295,10 @@ def _plan(model: BatchedKinematics, targets: Array,
                          None, None if rows is None else rows[:frames], tick, wide, slow,
                          split, stretched, moving, cyclic=False)
 
-        return cyclic_path(model, search.problem, search.solved, part, cycle,
-                           start is not None or before is not None)
+        looped = cyclic_path(model, search.problem, search.solved, part, cycle,
+                             start is not None or before is not None)
+        if looped is not None:  # (the plan always answers)
+            return looped
     cuts = target_cuts(search) if split else np.zeros(0, dtype=np.intp)
     if cuts.size:
         return _between_cuts(model, targets, weights, settings, opts, (start, before, after),
