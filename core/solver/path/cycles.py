@@ -4,7 +4,7 @@ where the two agree, so that every cycle is baked alike.
 
 Planned whole, such a clip's path drifted along the self-motion from one cycle to the
 next: arm7, a 1,000-frame loop of bench/run.py's B repeated five times (the CLI's
-tolerances, seeds 2-9), consecutive cycles differed by 0.25-3.76 rad on some frame of the
+tolerances, seeds 2-9), consecutive cycles differed by 0.24-3.76 rad on some frame of the
 same targets, though Blender's own IK, which solves each frame from the rest pose, poses
 every cycle alike. A single cycle planned alone rarely ends where it starts (1 of those
 8 seeds), but two cycles planned together meet: on every seed the second cycle's path
