@@ -143,7 +143,9 @@ def solve_path(model: BatchedKinematics, targets: ArrayLike,
     more as the first pass plans it, from other random draws (``REDRAW``), and where
     the user's tolerances are looser than ``ROUGH_PLAN``, once more at those. Where the
     targets cut (:func:`target_cuts`), the stretches between the cuts are planned
-    apart.
+    apart. Where the targets and held values repeat every P frames over two cycles or
+    more, the first two cycles are planned and one is repeated (``cycles``): every
+    cycle alike.
     Deterministic for a given ``options.seed``.
 
     Where the path starts, coordinates (n,) (rad, m): ``start``, a solution of the first
