@@ -12,7 +12,7 @@ from pathlib import Path
 import bpy
 import numpy as np
 from mathutils import Quaternion
-from rig_builders import misses, snapped_targets
+from rig_builders import build_biped, misses, set_effectors, snapped_targets, world_turn
 
 SAMPLES = Path(__file__).resolve().parents[2] / "sample_scenes"
 CYCLE = 40  # frames
@@ -49,10 +49,25 @@ def cyclic_arm7() -> tuple[bpy.types.Object, bpy.types.Object]:
         return out
 
     goal = snapped_targets(ob, ["Tool"], list(range(CYCLE)), pose)["Tool"]
-    for fc in _curves(goal):
-        fc.keyframe_points.insert(CYCLE, fc.keyframe_points[0].co[1])
-        fc.modifiers.new("CYCLES")
+    cycled(goal, CYCLE)
     return ob, goal
+
+
+def cycled(empty: bpy.types.Object, cycle: int) -> None:
+    """Key frame ``cycle`` of each of ``empty``'s F-curves as its frame 0 and cycle them
+    (a Cycles modifier): its animation repeats every ``cycle`` frames."""
+    for fc in _curves(empty):
+        fc.keyframe_points.insert(cycle, fc.keyframe_points[0].co[1])
+        fc.modifiers.new("CYCLES")
+
+
+def bone_matrices(ob: bpy.types.Object, frames: range) -> np.ndarray:
+    """Every pose bone's evaluated matrix (armature space) on each of ``frames``."""
+    out = []
+    for f in frames:
+        bpy.context.scene.frame_set(f)
+        out.append([np.array(pb.matrix, dtype=float) for pb in ob.pose.bones])
+    return np.array(out)
 
 
 def _curves(ob: bpy.types.Object) -> list[bpy.types.FCurve]:
@@ -74,13 +89,43 @@ def test_a_cycled_target_bakes_every_cycle_alike() -> None:
     s.frame_start, s.frame_end = 0, END
     s.position_tolerance = s.orientation_tolerance = 1e-5
     assert bpy.ops.dhik.bake() == {"FINISHED"}
-    scene = bpy.context.scene
-    poses = []
-    for f in range(END + 1):
-        scene.frame_set(f)
-        poses.append(np.array([np.array(pb.matrix, dtype=float) for pb in ob.pose.bones]))
-    poses_a = np.array(poses)
+    poses_a = bone_matrices(ob, range(END + 1))
     assert np.abs(poses_a[CYCLE:] - poses_a[:-CYCLE]).max() < 1e-6
     assert np.abs(poses_a[1:] - poses_a[:-1]).max() > 1e-3  # the arm moves
     position, orientation = misses(ob, {"Tool": goal}, range(END + 1))
+    assert position < 1e-4 and orientation < 1e-3
+
+
+def test_a_cycled_walk_bakes_both_legs_alike_every_cycle() -> None:
+    """A biped's two legs (thigh, shin and foot: ball joints, Chain Length 3, full pose:
+    limbs that share no solved joint, taken through the cheap pass together) stepping
+    through a 24-frame cycle, their feet's targets cycled, baked over three cycles and
+    more: every bone poses as it did one cycle before, and both feet are on target."""
+    cycle, end = 24, 3 * 24 + 5
+    ob = build_biped()
+    bones = ob.pose.bones
+
+    def step(f: int) -> dict[str, dict[str, Quaternion]]:
+        t = 2 * math.pi * f / cycle
+        out = {}
+        for side, sign in (("L", 1.0), ("R", -1.0)):
+            out[f"thigh.{side}"] = {"rotation_quaternion": world_turn(
+                bones[f"thigh.{side}"], (1, 0, 0), sign * 0.35 * math.sin(t))}
+            out[f"shin.{side}"] = {"rotation_quaternion": world_turn(
+                bones[f"shin.{side}"], (1, 0, 0), -0.35 - 0.25 * math.cos(t))}
+            out[f"foot.{side}"] = {"rotation_quaternion": world_turn(
+                bones[f"foot.{side}"], (0, 0, 1), 0.15 * sign * math.sin(t))}
+        return out
+
+    empties = snapped_targets(ob, ["foot.L", "foot.R"], list(range(cycle)), step)
+    for empty in empties.values():
+        cycled(empty, cycle)
+    set_effectors(ob, empties, 3, 0, end)
+    s = bpy.context.scene.dhik
+    s.position_tolerance = s.orientation_tolerance = 1e-5
+    assert bpy.ops.dhik.bake() == {"FINISHED"}
+    poses = bone_matrices(ob, range(end + 1))
+    assert np.abs(poses[cycle:] - poses[:-cycle]).max() < 1e-6
+    assert np.abs(poses[1:] - poses[:-1]).max() > 1e-3  # the legs move
+    position, orientation = misses(ob, empties, range(end + 1))
     assert position < 1e-4 and orientation < 1e-3
