@@ -47,9 +47,9 @@ def forward_columns(model: Any, q: Array, columns: bool, base: Array | None,
     poss: list[Array] = []
     axes = np.empty((model.n, 3, k)) if columns else None
     origins = np.empty((model.n, 3, k)) if columns else None
-    if fold and columns and model._prefix_cols.size:
-        axes[model._prefix_cols] = 0.0  # type: ignore[index]
-        origins[model._prefix_cols] = 0.0  # type: ignore[index]
+    if fold and columns and model.prefix_cols.size:
+        axes[model.prefix_cols] = 0.0  # type: ignore[index]
+        origins[model.prefix_cols] = 0.0  # type: ignore[index]
     ident: Cols = (AXES[:, 0, None], AXES[:, 1, None], AXES[:, 2, None])
     zero = np.zeros((3, 1))
     # every rotation vector's matrix (and left Jacobian) at once: (3, 3, J, k)

@@ -204,9 +204,9 @@ class BatchedModel:
             anchors |= {i for i in self._eff if self._prefix[i]}
         self.anchors = sorted(anchors)  # step indices; empty: nothing folded
         self._anchor_of = {a: j for j, a in enumerate(self.anchors)}
-        self._prefix_cols = np.array(prefix_cols, dtype=int)
+        self.prefix_cols = np.array(prefix_cols, dtype=int)  # what places the anchors
         starts = self.rotvec_starts
-        self._moving_rotvecs = starts[~np.isin(starts, self._prefix_cols)]
+        self._moving_rotvecs = starts[~np.isin(starts, self.prefix_cols)]
 
     @property
     def few_rows(self) -> int:

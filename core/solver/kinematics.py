@@ -146,6 +146,7 @@ class BatchedKinematics(Protocol):
     turns_placed: bool  # a path's given ends stand at their own turns (with_turns_free)
     hinges: NDArray[np.bool_]  # revolute joints' angles (not a spherical joint's)
     rotvec_starts: NDArray[np.int_]  # first column of each rotation vector (ROTVEC triple)
+    prefix_cols: NDArray[np.int_]  # the held columns that place prefix_t's frames alone
 
     def prefix_t(self, q: Array) -> Array | None:
         """What ``q``'s (n, k) held columns alone place, once per problem (the frames

@@ -368,7 +368,7 @@ def test_the_held_prefix_folded_gives_the_same_poses_and_jacobians(
         return joint is None or (joint not in moving and in_prefix(parent[joint]))
 
     prefix = [c for c, name in enumerate(model.names) if in_prefix(name.split(".")[0])]
-    assert list(model._prefix_cols) == prefix
+    assert list(model.prefix_cols) == prefix
     if not prefix:  # a whole path solved
         assert 0 in lengths and model.prefix_t(np.zeros((model.n, 1))) is None
         return

@@ -184,7 +184,7 @@ def test_a_held_spine_folded_plans_the_same_path(monkeypatch) -> None:
 
     defn = parse_skeleton(json.loads((DATA / "metarig_arm.json").read_text()))
     model = BatchedModel(defn, ["hand.L"], [3])
-    assert model.anchors and model._prefix_cols.size == 21
+    assert model.anchors and model.prefix_cols.size == 21
     data = np.load(DATA / "metarig_arm_clip.npz")
     tol = SolverSettings(position_tolerance=1e-4, orientation_tolerance=1e-3)
 
