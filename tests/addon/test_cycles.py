@@ -12,7 +12,15 @@ from pathlib import Path
 import bpy
 import numpy as np
 from mathutils import Quaternion
-from rig_builders import build_biped, misses, set_effectors, snapped_targets, world_turn
+from rig_builders import (
+    build_biped,
+    key_channels,
+    misses,
+    set_effectors,
+    snapped_targets,
+    world_to_bone,
+    world_turn,
+)
 
 SAMPLES = Path(__file__).resolve().parents[2] / "sample_scenes"
 CYCLE = 40  # frames
@@ -61,12 +69,22 @@ def cycled(empty: bpy.types.Object, cycle: int) -> None:
         fc.modifiers.new("CYCLES")
 
 
-def bone_matrices(ob: bpy.types.Object, frames: range) -> np.ndarray:
-    """Every pose bone's evaluated matrix (armature space) on each of ``frames``."""
+def cycled_with_offset(ob: bpy.types.Object) -> None:
+    """Each of ``ob``'s F-curves cycled with its offset (Blender's Repeat with Offset:
+    each cycle moved on by its last key's value less its first's)."""
+    for fc in _curves(ob):
+        mod = fc.modifiers.new("CYCLES")
+        mod.mode_before = mod.mode_after = "REPEAT_OFFSET"
+
+
+def bone_matrices(ob: bpy.types.Object, frames: range, local: bool = False) -> np.ndarray:
+    """Every pose bone's evaluated matrix (armature space; ``local``: its own channels',
+    ``matrix_basis``) on each of ``frames``."""
     out = []
     for f in frames:
         bpy.context.scene.frame_set(f)
-        out.append([np.array(pb.matrix, dtype=float) for pb in ob.pose.bones])
+        out.append([np.array(pb.matrix_basis if local else pb.matrix, dtype=float)
+                    for pb in ob.pose.bones])
     return np.array(out)
 
 
@@ -96,13 +114,9 @@ def test_a_cycled_target_bakes_every_cycle_alike() -> None:
     assert position < 1e-4 and orientation < 1e-3
 
 
-def test_a_cycled_walk_bakes_both_legs_alike_every_cycle() -> None:
-    """A biped's two legs (thigh, shin and foot: ball joints, Chain Length 3, full pose:
-    limbs that share no solved joint, taken through the cheap pass together) stepping
-    through a 24-frame cycle, their feet's targets cycled, baked over three cycles and
-    more: every bone poses as it did one cycle before, and both feet are on target."""
-    cycle, end = 24, 3 * 24 + 5
-    ob = build_biped()
+def stepping(ob: bpy.types.Object, cycle: int):
+    """Both legs stepping through one ``cycle`` (rotation channels), as a function of
+    the frame: a whole period a cycle."""
     bones = ob.pose.bones
 
     def step(f: int) -> dict[str, dict[str, Quaternion]]:
@@ -117,15 +131,58 @@ def test_a_cycled_walk_bakes_both_legs_alike_every_cycle() -> None:
                 bones[f"foot.{side}"], (0, 0, 1), 0.15 * sign * math.sin(t))}
         return out
 
-    empties = snapped_targets(ob, ["foot.L", "foot.R"], list(range(cycle)), step)
-    for empty in empties.values():
-        cycled(empty, cycle)
+    return step
+
+
+def bake_legs(ob: bpy.types.Object, empties: dict[str, bpy.types.Object], end: int) -> None:
+    """Both feet on their Empties, Chain Length 3, frames 0..``end``, 1e-5 m and rad."""
     set_effectors(ob, empties, 3, 0, end)
     s = bpy.context.scene.dhik
     s.position_tolerance = s.orientation_tolerance = 1e-5
     assert bpy.ops.dhik.bake() == {"FINISHED"}
+
+
+def test_a_cycled_walk_bakes_both_legs_alike_every_cycle() -> None:
+    """A biped's two legs (thigh, shin and foot: ball joints, Chain Length 3, full pose:
+    limbs that share no solved joint, taken through the cheap pass together) stepping
+    through a 24-frame cycle, their feet's targets cycled, baked over three cycles and
+    more: every bone poses as it did one cycle before, and both feet are on target."""
+    cycle, end = 24, 3 * 24 + 5
+    ob = build_biped()
+    empties = snapped_targets(ob, ["foot.L", "foot.R"], list(range(cycle)),
+                              stepping(ob, cycle))
+    for empty in empties.values():
+        cycled(empty, cycle)
+    bake_legs(ob, empties, end)
     poses = bone_matrices(ob, range(end + 1))
     assert np.abs(poses[cycle:] - poses[:-cycle]).max() < 1e-6
     assert np.abs(poses[1:] - poses[:-1]).max() > 1e-3  # the legs move
+    position, orientation = misses(ob, empties, range(end + 1))
+    assert position < 1e-4 and orientation < 1e-3
+
+
+def test_a_walk_that_travels_bakes_its_steps_alike_every_cycle() -> None:
+    """The same steps with the hips keyed travelling 0.3 m a cycle and bobbing, hips and
+    feet cycled with their offset (Repeat with Offset): no input repeats in world
+    space, but seen from the hips they do. Every leg bone's own channels repeat every
+    cycle, the hips keep their keys, and both feet are on target."""
+    cycle, end = 24, 3 * 24 + 5
+    ob = build_biped()
+    hips = ob.pose.bones["hips"]
+    key_channels(ob, range(cycle + 1), lambda f: {"hips": {"location": world_to_bone(
+        hips, (0.0, -0.3 * f / cycle, 0.02 * math.sin(2 * math.pi * f / cycle)))}})
+    cycled_with_offset(ob)
+    empties = snapped_targets(ob, ["foot.L", "foot.R"], list(range(cycle + 1)),
+                              stepping(ob, cycle))
+    for empty in empties.values():
+        cycled_with_offset(empty)
+    bake_legs(ob, empties, end)
+    local = bone_matrices(ob, range(end + 1), local=True)
+    legs = [k for k, pb in enumerate(ob.pose.bones) if pb.name != "hips"]
+    assert np.abs(local[cycle:, legs] - local[:-cycle, legs]).max() < 1e-6
+    assert np.abs(local[1:, legs] - local[:-1, legs]).max() > 1e-3  # the legs move
+    bpy.context.scene.frame_set(2 * cycle + 5)  # the hips on their keys, cycled on
+    moved = (ob.matrix_world @ hips.matrix).translation - hips.bone.head_local
+    assert abs(moved.y + 0.3 * (2 + 5 / cycle)) < 1e-5
     position, orientation = misses(ob, empties, range(end + 1))
     assert position < 1e-4 and orientation < 1e-3

@@ -314,7 +314,7 @@ def cheap_path(model: BatchedKinematics, targets: ArrayLike,
     # a clip that repeats, its cheap pass over two cycles and one repeated, as the
     # planner's (``cycles``): a greedy track drifts from cycle to cycle (a humanoid arm's
     # 300-frame cycle, four times: 0.07-0.23 rad apart)
-    cycle = period(targets, held) if poles is None and after is None else None
+    cycle = period(targets, held, model) if poles is None and after is None else None
     if cycle is not None and cycle > 1:
         return cyclic_path(model, search.problem, search.solved, part, cycle,
                            first is not None)

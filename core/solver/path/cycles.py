@@ -12,7 +12,11 @@ passes within 0.0006 rad of the first's at some phase of the cycle (on 18-565 of
 1,000 frames within 0.01 rad), where both run into the same limits or the search chose
 the same candidates. From that phase on the first cycle's path is repeated; its seam (the
 step into that phase, one cycle on) is the planned path's own step there, give or take
-``AGREE`` of its median step. Frames: world; coordinates rad and m.
+``AGREE`` of its median step. A walk that travels (keyed hips that carry the legs,
+moved on by a step each cycle, the feet's targets with them) repeats as its chains see
+it: the inputs are compared as seen from the frames the held columns place
+(:func:`cycle_inputs`), and every frame keeps its own held values. Frames: world;
+coordinates rad and m.
 """
 
 from __future__ import annotations
@@ -31,27 +35,60 @@ Array = NDArray[np.float64]
 
 # inputs (targets' entries, m and unitless; held values, rad and m) that differ by at
 # most this repeat: a curve evaluated at cycled times gives the same floats, a
-# sinusoid of whole periods differs by rounding (about 1e-14)
-REPEAT = 1e-9
+# sinusoid of whole periods differs by rounding (about 1e-14), a walk that travels
+# (Blender's Cycles modifier with an offset, float32) by its rounding (about 1e-7 m)
+REPEAT = 1e-6
 # candidate periods (frames where the first frames' inputs recur) checked in full, at
 # most: a clip that returns to its first pose now and then without repeating costs a
 # pass over it each
 CANDIDATES = 16
-# the two cycles agree at a phase where they differ by at most this share of the
-# planned path's median step (every joint; the nearest way for charts)
-AGREE = 0.1
+# two cycles agree at a phase where they differ by at most this share of the planned
+# path's median step (every joint; the nearest way for charts): the seam's step is
+# then at most this much larger than the plan's own. arm7's loops agree within 0.03 of
+# it; a biped's two legs walking on (the hips travelling), whose cheap pass places its
+# coarse frames by the targets' world motion, cycle after cycle 0.17-0.20 of it apart
+AGREE = 0.25
 
 
-def period(targets: Array, held: Array | None) -> int | None:
-    """The smallest ``P`` with ``2 * P <= F`` for which ``targets`` (F, m, 4, 4) (world,
-    m) and ``held`` (F, n) (rad, m; or None) repeat every ``P`` frames (within
-    ``REPEAT``), or None. A clip that stands still has ``P`` 1."""
+def cycle_inputs(model: BatchedKinematics | None, targets: Array, held: Array | None
+                 ) -> Array:  # fmt: skip
+    """Per frame what its solve depends on (F, K): ``targets`` (F, m, 4, 4) (world, m)
+    and ``held`` (F, n) (rad, m; or None) as they are; but where held columns alone
+    place the frames the chains hang from (``model.prefix_t``: keyed hips that carry the
+    legs), those frames count only as seen from the first of them: the targets and the
+    other frames in its frame, and the held columns below them. So a walk that travels
+    (the hips and the feet's targets moved on by a step each cycle) repeats where its
+    steps do, and the solved columns with it."""
+    frames = len(targets)
+    rows = targets.reshape(frames, -1)
+    if held is None:
+        return rows
+    base = None if model is None else model.prefix_t(np.ascontiguousarray(held.T))
+    if base is None or model is None:
+        return np.hstack([rows, held.reshape(frames, -1)])
+    frames_of = np.moveaxis(base, -1, 0)  # (F, A, 3, 4): the anchors' [R p], world
+    inv = np.swapaxes(frames_of[:, :1, :, :3], -1, -2)  # the first anchor's R^T
+    at = frames_of[:, :1, :, 3]
+    seen_t = inv @ targets[..., :3, :]  # (F, m, 3, 4): rotations, and positions...
+    seen_t[..., 3] = np.einsum("fmij,fmj->fmi", inv, targets[..., :3, 3] - at)
+    seen_a = inv @ frames_of[:, 1:]
+    seen_a[..., 3] = np.einsum("faij,faj->fai", inv, frames_of[:, 1:, :, 3] - at)
+    below = np.setdiff1d(np.flatnonzero(model.held), model.prefix_cols)
+    return np.hstack([seen_t.reshape(frames, -1), seen_a.reshape(frames, -1),
+                      held[:, below]])
+
+
+def period(targets: Array, held: Array | None,
+           model: BatchedKinematics | None = None) -> int | None:
+    """The smallest ``P`` with ``2 * P <= F`` for which a clip's inputs repeat every
+    ``P`` frames (within ``REPEAT``), or None: ``targets`` (F, m, 4, 4) (world, m) and
+    ``held`` (F, n) (rad, m; or None), as ``model``'s solves see them
+    (:func:`cycle_inputs`; without a model, as they are). A clip that stands still has
+    ``P`` 1."""
     frames = len(targets)
     if frames < 2:
         return None
-    rows = targets.reshape(frames, -1)
-    if held is not None:
-        rows = np.hstack([rows, held.reshape(frames, -1)])
+    rows = cycle_inputs(model, targets, held)
     half = frames // 2
     # where the first two frames recur
     recur = np.max(np.abs(rows[1:half + 1] - rows[0]), axis=1) <= REPEAT
@@ -65,20 +102,21 @@ def period(targets: Array, held: Array | None) -> int | None:
 def cycle_sources(model: BatchedKinematics, q: Array, solved: NDArray[np.bool_],
                   cycle: int, frames: int, pinned: bool) -> Index | None:
     """Per frame of a clip of ``frames`` frames that repeats every ``cycle``, the frame
-    of ``q`` (two cycles or more of its planned path, (S, n), rad and m) it takes: from
-    the first phase ``t`` where the two cycles agree (``AGREE``), frame ``t + k`` of the
-    first; before it, the second cycle's frames (every cycle alike), or with ``pinned``
-    (the path joins a given start) the first's own. None where they agree nowhere."""
-    apart = pair_steps(model, q[:cycle], q[cycle:2 * cycle], solved)
+    of ``q`` (two cycles or more of its planned path, (S, n), rad and m) it takes: the
+    cycle of ``q`` from the first frame ``s`` where one planned cycle agrees with the
+    next (``AGREE``), repeated; with ``pinned`` (the path joins a given start), the
+    frames before ``s`` are ``q``'s own. None where no two cycles agree."""
     median = float(np.median(frame_steps(model, q, solved)))
-    phase = int(np.argmin(apart))
-    if apart[phase] > AGREE * median:
-        return None
-    f = np.arange(frames)
-    source = phase + (f - phase) % cycle
-    if phase and not pinned:
-        return source
-    return np.where(f < phase, f, source)
+    for c in range(len(q) // cycle - 1):
+        a = c * cycle
+        apart = pair_steps(model, q[a:a + cycle], q[a + cycle:a + 2 * cycle], solved)
+        phase = int(np.argmin(apart))
+        if apart[phase] <= AGREE * median:
+            seam = a + phase
+            f = np.arange(frames)
+            source = seam + (f - seam) % cycle
+            return np.where(f < seam, f, source) if pinned else source
+    return None
 
 
 def cyclic_path(model: BatchedKinematics, problem: Problem, solved: NDArray[np.bool_],
@@ -87,26 +125,31 @@ def cyclic_path(model: BatchedKinematics, problem: Problem, solved: NDArray[np.b
     """The path of a clip that repeats every ``cycle`` frames (:func:`period`;
     ``problem``: its frames'): ``plan(count)`` plans its first ``count`` frames (two
     cycles, or the whole clip where that is shorter than three; None: no answer, as a
-    cheap pass may give), and the cycle where they agree (:func:`cycle_sources`) is
-    repeated; where they agree nowhere, the whole clip as ``plan`` plans it. Every
-    frame's errors are its own; ``iterations`` holds the planning's work on the frames
-    planned."""
+    cheap pass may give), and a cycle where two agree (:func:`cycle_sources`) is
+    repeated; where the two agree nowhere, the whole clip as ``plan`` plans it, a cycle
+    of it repeated where two of its cycles agree (a greedy cheap pass may settle only
+    after a few). Every frame's errors are its own; ``iterations`` holds the planning's
+    work on the frames planned."""
     frames = len(problem.targets)
     span = frames if frames < 3 * cycle else 2 * cycle
     part = plan(span)
     if part is None:
         return None
-    source = cycle_sources(model, part.q, solved, cycle, frames, pinned)
     work = np.zeros(frames, dtype=np.int64)
     work[:span] = part.iterations
-    if source is None:
-        if span == frames:
-            return part
+    source = cycle_sources(model, part.q, solved, cycle, frames, pinned)
+    if source is None and span < frames:
         whole = plan(frames)
-        if whole is not None:
-            whole.iterations = whole.iterations + work  # the two cycles were work too
-        return whole
+        if whole is None:
+            return None
+        part, work = whole, whole.iterations + work  # the two cycles were work too
+        source = cycle_sources(model, part.q, solved, cycle, frames, pinned)
+    if source is None:
+        part.iterations = work
+        return part
     q = part.q[source]
+    if problem.held is not None:  # each frame's own held values (a walk's hips travel)
+        q[:, problem.held_cols] = problem.held.T
     res = levenberg_marquardt(model, problem, q, 0)  # each frame's own errors
     # a frame steps as the planned path steps into its source (at a seam, into the
     # frame one cycle after the source)

@@ -287,7 +287,7 @@ def _plan(model: BatchedKinematics, targets: Array,
         held = np.asarray(held, dtype=float).reshape(len(targets), model.n)
     search = Search(model, targets, weights, settings, opts, held)
     rows = None if held is None else np.asarray(held, dtype=float)
-    cycle = period(targets, rows) if cyclic and after is None else None
+    cycle = period(targets, rows, model) if cyclic and after is None else None
     if cycle is not None and cycle > 1:
         told = [progress]
 
