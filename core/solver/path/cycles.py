@@ -63,9 +63,11 @@ def cycle_inputs(model: BatchedKinematics | None, targets: Array, held: Array | 
     rows = targets.reshape(frames, -1)
     if held is None:
         return rows
-    base = None if model is None else model.prefix_t(np.ascontiguousarray(held.T))
-    if base is None or model is None:
+    if model is None:
         return np.hstack([rows, held.reshape(frames, -1)])
+    base = model.prefix_t(np.ascontiguousarray(held.T))
+    if base is None:  # the held columns' values as they are (the others mean nothing)
+        return np.hstack([rows, held[:, model.held]])
     frames_of = np.moveaxis(base, -1, 0)  # (F, A, 3, 4): the anchors' [R p], world
     inv = np.swapaxes(frames_of[:, :1, :, :3], -1, -2)  # the first anchor's R^T
     at = frames_of[:, :1, :, 3]
