@@ -262,6 +262,9 @@ def test_whether_a_path_winds_within_its_limits_at_a_whole_turn() -> None:
     assert turns.winds_within(model, np.zeros((0, 2)))
 
 
+UR10_TOLERANCES = SolverSettings(position_tolerance=1e-5, orientation_tolerance=1e-4)
+
+
 def ur10_clip(frames: int) -> float:
     """UR10 (five hinges of +-2 pi), a smooth clip (seed 19) at 1e-5 m and 1e-4 rad: its
     largest step over the truth's; every frame converged and within the limits."""
@@ -271,9 +274,6 @@ def ur10_clip(frames: int) -> float:
     assert np.all(res.q >= model.lo) and np.all(res.q <= model.hi)
     steps = np.abs(np.diff(res.q, axis=0)).max(axis=1)
     return float(steps.max() / np.abs(np.diff(truth, axis=0)).max())
-
-
-UR10_TOLERANCES = SolverSettings(position_tolerance=1e-5, orientation_tolerance=1e-4)
 
 
 def ur10_truth(frames: int) -> tuple[BatchedModel, np.ndarray]:
@@ -286,11 +286,10 @@ def ur10_truth(frames: int) -> tuple[BatchedModel, np.ndarray]:
 def wrist_flipped_track(monkeypatch: pytest.MonkeyPatch, frames: int) -> None:
     """The cheap pass's track (``cheap._cheap_once``, before its turn test) on UR10's
     clip searched free (modulo a turn) made the one its wrist takes a half turn off the
-    truth's (from the first
-    frame's solution on that branch: 7.54 rad a hinge that fit no whole turn within
-    +-2 pi). Which branch a cold first frame finds depends on the machine's rounding
-    (an Intel host's cheap pass took this one; an AMD EPYC's lost a coarse frame and
-    kept none), so the track is set, not found."""
+    truth's (from the first frame's solution on that branch: 7.54 rad a hinge that fit
+    no whole turn within +-2 pi). Which branch a cold first frame finds depends on the
+    machine's rounding (an Intel host's cheap pass took this one; an AMD EPYC's lost a
+    coarse frame and kept none), so the track is set, not found."""
     from dhik.solver.lm import solve_one
     from dhik.solver.path import cheap, cheap_path
 
@@ -299,9 +298,9 @@ def wrist_flipped_track(monkeypatch: pytest.MonkeyPatch, frames: int) -> None:
     free = model.with_turns_free(wide_hinges(model))
     turned = truth[0] + np.array([0.0, 0.37, -0.5, -3.01, -2.99, -3.14])
     start = solve_one(model, targets[0], turned, settings=UR10_TOLERANCES).q[0]
-    monkeypatch.setattr(cheap, "winds_within", lambda model, q: True)
-    track = cheap_path(free, targets, settings=UR10_TOLERANCES, start=start)
-    monkeypatch.undo()
+    with monkeypatch.context() as kept:  # the track as the cheap pass would keep it
+        kept.setattr(cheap, "winds_within", lambda model, q: True)
+        track = cheap_path(free, targets, settings=UR10_TOLERANCES, start=start)
     assert track is not None and within_limits(model, track.q, wide_hinges(model), []) is None
     inner = cheap._cheap_once
     monkeypatch.setattr(cheap, "_cheap_once", lambda search, *args: track

@@ -283,10 +283,10 @@ def _plan(model: BatchedKinematics, targets: Array,
     where its end joins a pose, ``after``). The stretches between target cuts
     are planned without ``split`` but with their own stretches out of reach followed;
     those beside a stretch out of reach, with neither."""
-    if held is not None:
-        held = np.asarray(held, dtype=float).reshape(len(targets), model.n)
+    rows = None if held is None else \
+        np.asarray(held, dtype=float).reshape(len(targets), model.n)
+    held = rows
     search = Search(model, targets, weights, settings, opts, held)
-    rows = None if held is None else np.asarray(held, dtype=float)
     cycle = period(targets, rows, model) if cyclic and after is None else None
     if cycle is not None and cycle > 1:
         told = [progress]
