@@ -163,3 +163,47 @@ def test_a_walk_that_travels_repeats_where_its_steps_do(
     np.testing.assert_array_equal(res.q[:, slide], truth[:, slide])
     assert largest_step(model, res.q) <= 2 * np.abs(np.diff(truth, axis=0)).max()
     assert (res.position_error[:, 0] < 1e-5).all() and (res.orientation_error[:, 0] < 1e-4).all()
+
+
+def test_the_grid_tracks_one_cycle_and_the_next_takes_its_candidates(
+        monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    """The two cycles planned: the grid's tracks run over one cycle's coarse frames and
+    the next cycle's first (frames 0..150), and every coarse frame of the second cycle
+    has the candidates of the first's at its phase, to the bit. A clip that does not
+    repeat (the same motion slowed by a frame a cycle) is tracked over all its frames.
+    Either way every frame is on target and no step is over twice the truth's."""
+    import dhik.solver.path.candidates as candidates
+
+    cycle = 150
+    model, truth, targets = cyclic_arm7(cycle, 3 * cycle, 5)
+    tracked: list[np.ndarray] = []
+    found: list[tuple[np.ndarray, list[np.ndarray]]] = []
+    track, grid = candidates.GridTracks.track, candidates.GridTracks.grid_tracks
+
+    def tracking(self: Any, frames: np.ndarray, *args: Any, **kwargs: Any) -> Any:
+        tracked.append(frames)
+        return track(self, frames, *args, **kwargs)
+
+    def gridding(self: Any, *args: Any, **kwargs: Any) -> Any:
+        out = grid(self, *args, **kwargs)
+        found.append((out[0], out[1]))
+        return out
+
+    monkeypatch.setattr(candidates.GridTracks, "track", tracking)
+    monkeypatch.setattr(candidates.GridTracks, "grid_tracks", gridding)
+    res = solve_path(model, targets)
+    assert res.converged.all() and res.jumps == []
+    assert largest_step(model, res.q) <= 2 * np.abs(np.diff(truth, axis=0)).max()
+    idx, qs = found[0]
+    assert tracked[0][-1] == cycle and idx[-1] == 2 * cycle - 1
+    at = {int(f): q for f, q in zip(idx, qs, strict=True)}
+    later = [f for f in at if f > cycle]
+    assert later and all(f - cycle in at for f in later)
+    for f in later:
+        np.testing.assert_array_equal(at[f], at[f - cycle])
+
+    tracked.clear()
+    slowed = model.transforms(np.concatenate([truth[:cycle], truth[cycle - 1:2 * cycle]]))
+    res = solve_path(model, slowed)
+    assert res.converged.all() and res.jumps == []
+    assert tracked[0][-1] == 2 * cycle

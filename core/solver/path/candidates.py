@@ -142,8 +142,20 @@ class GridTracks:
         and with ``end``, a solution of the last frame, one more back from there.
         Returns the coarse frames (C,) and per coarse frame the candidates of the lanes
         that pass it: coordinates (N_i, n) and converged (N_i,)."""
-        o, sr = self.opts, self.search
+        sr = self.search
         frames = sr.coarse_frames(stride, coarse_motion)
+        cycle = sr.period
+        if cycle is not None and end is None and sr.frames >= 2 * cycle:
+            return self._periodic(frames, cycle, lane_frames, start)
+        qs, oks = self.track(frames, lane_frames, start, end)
+        return frames, qs, oks
+
+    def track(self, frames: Index, lane_frames: int, start: Array | None = None,
+              end: Array | None = None
+              ) -> tuple[list[Array], list[NDArray[np.bool_]]]:  # fmt: skip
+        """:meth:`grid_tracks` on the coarse frames ``frames`` (C,): per coarse frame
+        the candidates of the lanes that pass it."""
+        o, sr = self.opts, self.search
         probe = sr.seeds(0, 4)
         wide = self.wide and sr.redundancy() == 1
         count = o.free_count
@@ -167,8 +179,28 @@ class GridTracks:
         anchors = [] if start is None else [(0, start)]
         if end is not None and lanes[-1][0] == c - 1:  # a lane that starts at the end
             anchors.append((len(lanes) - 1, end))
-        qs, oks = self.grid_pass(frames, lanes, frees, anchors)
-        return frames, qs, oks
+        return self.grid_pass(frames, lanes, frees, anchors)
+
+    def _periodic(self, frames: Index, cycle: int, lane_frames: int, start: Array | None
+                  ) -> tuple[Index, list[Array], list[NDArray[np.bool_]]]:  # fmt: skip
+        """:meth:`grid_tracks` where the search's inputs repeat every ``cycle`` frames
+        (``Search.period``): one cycle's coarse frames (``frames`` below ``cycle``, the
+        phase of the clip's last frame, and the next cycle's first) are tracked, and
+        every later cycle's coarse frames take the candidates of their phase, each with
+        its own frame's held values. Its tracks would find the same candidates on the
+        same targets (arm7, the 5,000-frame loop planned over two cycles: the grid was
+        60 % of the solve)."""
+        sr = self.search
+        phases = np.union1d(frames[frames < cycle], [(sr.frames - 1) % cycle])
+        one = np.r_[phases, cycle]  # a cycle's coarse frames and the next one's first
+        qs1, oks1 = self.track(one, lane_frames, start)
+        idx = (np.arange(sr.frames // cycle + 1)[:, None] * cycle + phases).ravel()
+        idx = idx[idx < sr.frames]
+        source = np.searchsorted(one, idx % cycle)
+        source[(idx % cycle == 0) & (idx > 0)] = len(one) - 1  # a later cycle's first
+        qs = [sr.problem.hold(qs1[s], np.full(len(qs1[s]), f, dtype=np.intp))
+              for s, f in zip(source, idx, strict=True)]
+        return idx, qs, [oks1[s].copy() for s in source]
 
     def grid_pass(self, frames: Index, lanes: list[Index], frees: list[int],
                   anchors: Sequence[tuple[int, Array]] = ()

@@ -271,7 +271,8 @@ def _plan(model: BatchedKinematics, targets: Array,
           after: ArrayLike | None, held: ArrayLike | None,
           progress: Callable[[float], None] | None, wide: bool = False,
           slow: bool = True, split: bool = True, stretched: bool = True,
-          moving: bool = False, cyclic: bool = True) -> PathResult:  # fmt: skip
+          moving: bool = False, cyclic: bool = True, repeats: int | None = None
+          ) -> PathResult:  # fmt: skip
     """:func:`solve_path` without poles; ``wide``: its first pass a wide one (a
     retry's window, ``WIDE_RETRIES``); ``slow``: a slow clip's coarse frames farther
     apart (``Search.slow_stride``; not in a retry's window, whose stride a retry
@@ -280,7 +281,9 @@ def _plan(model: BatchedKinematics, targets: Array,
     out of reach (``stretches.stretches_out``) too; ``moving``: searched even where the
     clip stands still (``ends.still_path``); ``cyclic``: a clip that repeats planned
     over its first two cycles, one cycle then repeated (``cycles.cyclic_path``; not
-    where its end joins a pose, ``after``). The stretches between target cuts
+    where its end joins a pose, ``after``); ``repeats``: the inputs of those first
+    cycles repeat every ``repeats`` frames, and the whole clip's passes track one cycle's
+    candidates (``Search.period``). The stretches between target cuts
     are planned without ``split`` but with their own stretches out of reach followed;
     those beside a stretch out of reach, with neither."""
     rows = None if held is None else \
@@ -295,7 +298,7 @@ def _plan(model: BatchedKinematics, targets: Array,
             tick, told[0] = told[0], told_done(progress)  # a second plan: told 1.0
             return _plan(model, targets[:frames], weights, settings, opts, start, before,
                          None, None if rows is None else rows[:frames], tick, wide, slow,
-                         split, stretched, moving, cyclic=False)
+                         split, stretched, moving, cyclic=False, repeats=cycle)
 
         looped = cyclic_path(model, search.problem, search.solved, part, cycle,
                              start is not None or before is not None)
@@ -329,7 +332,7 @@ def _plan(model: BatchedKinematics, targets: Array,
                  draw: int = 0) -> PathResult:  # fmt: skip
         search = Search(model, targets, weights, settings,
                         replace(opts, seed=opts.seed + draw) if draw else opts, held)
-        search.progress, search.span = progress, span
+        search.progress, search.span, search.period = progress, span, repeats
         return ladder_path(search, stride, motion, lane_frames, first, last, quick, wide,
                            probe)
 
