@@ -207,3 +207,29 @@ def test_the_grid_tracks_one_cycle_and_the_next_takes_its_candidates(
     res = solve_path(model, slowed)
     assert res.converged.all() and res.jumps == []
     assert tracked[0][-1] == 2 * cycle
+
+
+def test_a_hinge_without_limits_that_turns_once_a_cycle_winds_on() -> None:
+    """planar2 with its shoulder unlimited, the hand's target going round it once every
+    100 frames (three cycles and ten frames): the shoulder's angle winds on a turn
+    each cycle, with no step over the truth's largest (the repeated cycle once stepped
+    back a whole turn at each seam: 6.22 rad in one frame), and every frame poses as the
+    frame a cycle before it; the search ran on two cycles."""
+    data = json.loads(Path(ARM7).parents[1].joinpath("planar2", "skeleton.json").read_text())
+    for j in data["joints"]:
+        if j["name"] == "Shoulder":
+            del j["limits"]
+    effector = data["joints"][-1]["name"]
+    model = BatchedModel(parse_skeleton(data), [effector])
+    cycle, frames = 100, 310
+    t = np.arange(frames) / cycle
+    truth = np.stack([2 * math.pi * t, 0.6 + 0.3 * np.sin(2 * math.pi * t)], axis=1)
+    targets = model.transforms(truth)
+    res = solve_path(model, targets, [(1.0, 0.0)])
+    assert res.converged.all() and res.jumps == []
+    assert res.iterations[:2 * cycle].sum() > 0 and not res.iterations[2 * cycle:].any()
+    true_step = np.abs(np.diff(truth, axis=0)).max()
+    assert np.abs(np.diff(res.q, axis=0)).max() <= 1.01 * true_step
+    np.testing.assert_allclose(res.q[cycle:, 0] - res.q[:-cycle, 0], 2 * math.pi, atol=1e-9)
+    np.testing.assert_allclose(model.transforms(res.q[cycle:]), model.transforms(res.q[:-cycle]),
+                               atol=1e-9)

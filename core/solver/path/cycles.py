@@ -153,6 +153,9 @@ def cyclic_path(model: BatchedKinematics, problem: Problem, solved: NDArray[np.b
         part.iterations = work
         return part
     q = part.q[source]
+    if model.wraps.any():  # hinges without limits wind on over the seams (a wheel turning
+        # once a cycle is a turn further each cycle), not a turn back at each
+        q[:, model.wraps] = np.unwrap(q[:, model.wraps], axis=0)
     if problem.held is not None:  # each frame's own held values (a walk's hips travel)
         q[:, problem.held_cols] = problem.held.T
     res = levenberg_marquardt(model, problem, q, 0)  # each frame's own errors
