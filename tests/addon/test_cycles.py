@@ -186,3 +186,33 @@ def test_a_walk_that_travels_bakes_its_steps_alike_every_cycle() -> None:
     assert abs(moved.y + 0.3 * (2 + 5 / cycle)) < 1e-5
     position, orientation = misses(ob, empties, range(end + 1))
     assert position < 1e-4 and orientation < 1e-3
+
+
+def test_the_preview_of_a_cycled_target_shows_what_bake_keys(addon) -> None:
+    """Live Preview on the cycled target: once the range is planned (as Bake plans it,
+    over two cycles and one repeated), every frame reached by playing, scrubbing back or
+    jumping shows the pose Bake then keys there, each bone within 1e-6 of Blender's
+    evaluated matrix, and the preview's poses repeat every cycle."""
+    preview = addon.dhik_addon.preview
+    ob, goal = cyclic_arm7()
+    scene, s = bpy.context.scene, bpy.context.scene.dhik
+    s.armature, s.effector, s.target = ob, "Tool", goal
+    s.use_scene_range = False
+    s.frame_start, s.frame_end = 0, END
+    s.position_tolerance = s.orientation_tolerance = 1e-5
+    s.live_preview = True
+    assert preview.settle(scene) and preview.status(scene) == preview.PLANNED
+    order = [*range(END + 1), *range(END, -1, -7), 3 * CYCLE, 5, 2 * CYCLE + 1]
+    shown: dict[int, np.ndarray] = {}
+    for f in order:
+        now = bone_matrices(ob, range(f, f + 1))[0]
+        if f in shown:
+            assert np.abs(now - shown[f]).max() < 1e-9, f
+        shown[f] = now
+    s.live_preview = False
+    assert bpy.ops.dhik.bake() == {"FINISHED"}
+    baked = bone_matrices(ob, range(END + 1))
+    planned = np.array([shown[f] for f in range(END + 1)])
+    assert np.abs(planned[1:] - planned[:-1]).max() > 1e-3  # the preview moves the arm
+    assert np.abs(planned - baked).max() < 1e-6
+    assert np.abs(planned[CYCLE:] - planned[:-CYCLE]).max() < 1e-6
