@@ -216,3 +216,25 @@ def test_the_preview_of_a_cycled_target_shows_what_bake_keys(addon) -> None:
     assert np.abs(planned[1:] - planned[:-1]).max() > 1e-3  # the preview moves the arm
     assert np.abs(planned - baked).max() < 1e-6
     assert np.abs(planned[CYCLE:] - planned[:-CYCLE]).max() < 1e-6
+
+
+def test_a_cycled_target_with_a_pole_bakes_every_cycle_alike() -> None:
+    """The cycled target with a pole target (an Empty beside the arm): baked through the
+    panel's operator, every bone's evaluated pose equals its pose one cycle later (the
+    swing toward the pole once differed near the range's ends), the Tool on the Empty."""
+    ob, goal = cyclic_arm7()
+    s = bpy.context.scene.dhik
+    s.armature, s.effector, s.target = ob, "Tool", goal
+    pole = bpy.data.objects.new("pole", None)
+    bpy.context.collection.objects.link(pole)
+    pole.location = (-0.4, 0.3, 0.8)
+    s.pole_target = pole
+    s.use_scene_range = False
+    s.frame_start, s.frame_end = 0, END
+    s.position_tolerance = s.orientation_tolerance = 1e-5
+    assert bpy.ops.dhik.bake() == {"FINISHED"}
+    poses = bone_matrices(ob, range(END + 1))
+    assert np.abs(poses[CYCLE:] - poses[:-CYCLE]).max() < 1e-6
+    assert np.abs(poses[1:] - poses[:-1]).max() > 1e-3
+    position, orientation = misses(ob, {"Tool": goal}, range(END + 1))
+    assert position < 1e-4 and orientation < 1e-3

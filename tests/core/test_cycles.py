@@ -233,3 +233,27 @@ def test_a_hinge_without_limits_that_turns_once_a_cycle_winds_on() -> None:
     np.testing.assert_allclose(res.q[cycle:, 0] - res.q[:-cycle, 0], 2 * math.pi, atol=1e-9)
     np.testing.assert_allclose(model.transforms(res.q[cycle:]), model.transforms(res.q[:-cycle]),
                                atol=1e-9)
+
+
+def test_a_repeated_clip_with_a_pole_swings_every_cycle_alike() -> None:
+    """arm7 (full pose) with a pole, three cycles of 150 frames and 20 more: the path
+    planned without the pole repeats, and the swing toward the pole once differed near
+    the clip's ends (frames 4-5 and 464-469, 0.015 rad and, with another pole, 0.068
+    from the frame a cycle away); now every frame poses as the frame a cycle before it,
+    on target, no jump. A pole that moves on (not with the cycle) is an input that does
+    not repeat."""
+    from dhik.solver.lm import PoleSet, pole_points
+
+    cycle, frames = 150, 3 * 150 + 20
+    plain, truth, targets = cyclic_arm7(cycle, frames, 5)
+    model = BatchedModel(load_skeleton(ARM7), ["Tool"],
+                         points=pole_points(plain.chains, [0]))
+    for pole in ([0.5, 0.5, 1.0], [-0.4, 0.3, 0.8]):
+        at = np.broadcast_to(np.array(pole), (frames, 1, 3))
+        assert period(targets, None, model, at) == cycle
+        res = solve_path(model, targets, poles=PoleSet.build(model, [0], at, [0.0]))
+        assert res.converged.all() and res.jumps == []
+        np.testing.assert_array_equal(res.q[cycle:], res.q[:-cycle])
+        assert largest_step(model, res.q) <= 2 * np.abs(np.diff(truth, axis=0)).max()
+    moving = at + np.linspace(0.0, 0.1, frames)[:, None, None]
+    assert period(targets, None, model, moving) is None

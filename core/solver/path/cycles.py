@@ -19,7 +19,10 @@ it: the inputs are compared as seen from the frames the held columns place
 passes track their grid over one cycle, the second taking the first's candidates
 (``Search.period``, ``candidates.GridTracks``): their paths then agree over most of the
 cycle (arm7's loops, seeds 2-9: on 418-1,000 frames of the 1,000 exactly, against 5-609
-within ``AGREE`` tracking both). Frames: world; coordinates rad and m.
+within ``AGREE`` tracking both). With poles (repeating with the targets), the path
+swung toward them is made alike too (:func:`alike`): the swing's ends differed from the
+cycles between (arm7 with a pole, up to 0.068 rad; in Blender's bones, 0.17). Frames:
+world; coordinates rad and m.
 """
 
 from __future__ import annotations
@@ -83,16 +86,21 @@ def cycle_inputs(model: BatchedKinematics | None, targets: Array, held: Array | 
                       held[:, below]])
 
 
-def period(targets: Array, held: Array | None,
-           model: BatchedKinematics | None = None) -> int | None:
+def period(targets: Array, held: Array | None, model: BatchedKinematics | None = None,
+           points: Array | None = None) -> int | None:
     """The smallest ``P`` with ``2 * P <= F`` for which a clip's inputs repeat every
-    ``P`` frames (within ``REPEAT``), or None: ``targets`` (F, m, 4, 4) (world, m) and
-    ``held`` (F, n) (rad, m; or None), as ``model``'s solves see them
-    (:func:`cycle_inputs`; without a model, as they are). A clip that stands still has
+    ``P`` frames (within ``REPEAT``), or None: ``targets`` (F, m, 4, 4) (world, m),
+    ``held`` (F, n) (rad, m; or None) and ``points`` (F, P, 3) (world, m; poles, or
+    None), as ``model``'s solves see them (:func:`cycle_inputs`, the points as the
+    targets' positions; without a model, as they are). A clip that stands still has
     ``P`` 1."""
     frames = len(targets)
     if frames < 2:
         return None
+    if points is not None:  # each point as a target where only its position counts
+        at = np.zeros((frames, points.shape[1], 4, 4))
+        at[..., :3, 3] = points
+        targets = np.concatenate([targets, at], axis=1)
     rows = cycle_inputs(model, targets, held)
     half = frames // 2
     # where the first two frames recur
@@ -152,7 +160,26 @@ def cyclic_path(model: BatchedKinematics, problem: Problem, solved: NDArray[np.b
     if source is None:
         part.iterations = work
         return part
-    q = part.q[source]
+    return repeated(model, problem, part, source, work)
+
+
+def alike(model: BatchedKinematics, problem: Problem, solved: NDArray[np.bool_],
+          path: PathResult, cycle: int | None, pinned: bool) -> PathResult:
+    """``path`` (all of ``problem``'s frames) with every cycle alike where its inputs
+    repeat every ``cycle`` frames (:func:`period`; None: they do not) and two of its
+    cycles agree (:func:`cycle_sources`: one repeated from there), else as it is."""
+    source = None if cycle is None or cycle < 2 else \
+        cycle_sources(model, path.q, solved, cycle, len(path.q), pinned)
+    return path if source is None else repeated(model, problem, path, source,
+                                                path.iterations)
+
+
+def repeated(model: BatchedKinematics, problem: Problem, path: PathResult, source: Index,
+             work: NDArray[np.int64]) -> PathResult:
+    """The clip of ``problem``'s frames that takes, per frame, ``path``'s frame
+    ``source`` (:func:`cycle_sources`), with its own held values and errors, hinges
+    without limits wound on over the seams; ``work``: the LM iterations per frame."""
+    q = path.q[source]
     if model.wraps.any():  # hinges without limits wind on over the seams (a wheel turning
         # once a cycle is a turn further each cycle), not a turn back at each
         q[:, model.wraps] = np.unwrap(q[:, model.wraps], axis=0)
@@ -162,6 +189,6 @@ def cyclic_path(model: BatchedKinematics, problem: Problem, solved: NDArray[np.b
     # a frame steps as the planned path steps into its source (at a seam, into the
     # frame one cycle after the source)
     into = np.r_[0, np.where(source[1:] == source[:-1] + 1, source[1:], source[:-1] + 1)]
-    jumps = np.flatnonzero(np.isin(into, np.asarray(part.jumps, dtype=np.intp)))
+    jumps = np.flatnonzero(np.isin(into, np.asarray(path.jumps, dtype=np.intp)))
     return PathResult(q, res.converged, res.position_error, res.orientation_error,
                       [int(j) for j in jumps if j > 0], work)

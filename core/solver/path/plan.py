@@ -27,7 +27,7 @@ from ..lm.poles import PoleSet
 from ..lm.problem import ENGINE_SETTINGS, Problem
 from ..settings import RobustOptions, SolverSettings
 from .cheap import cheap_pass
-from .cycles import cyclic_path, period
+from .cycles import alike, cyclic_path, period
 from .ends import held_best, path_ends, stands_still, still_path
 from .judge import (
     WHOLE_SWING_SPIKE,
@@ -212,9 +212,14 @@ def _solve(model: BatchedKinematics, targets: Array,
             path.converged = plain.problem.badness(path.position_error,
                                                    path.orientation_error) < 1.0
         poled = Problem(model, targets, weights, settings, opts, held, poles)
-        out = swing_to_poles(model, poled, plain.problem, path, start is not None or
-                             before is not None, after is not None, opts.flip_factor,
-                             target_cuts(plain))
+        pinned = start is not None or before is not None
+        out = swing_to_poles(model, poled, plain.problem, path, pinned, after is not None,
+                             opts.flip_factor, target_cuts(plain))
+        rows = None if held is None else \
+            np.asarray(held, dtype=float).reshape(len(targets), model.n)
+        if after is None:  # the swing's ends differ: every cycle swung alike
+            out = alike(model, plain.problem, plain.solved, out,
+                        period(targets, rows, model, poles.position), pinned)
         if progress is not None:
             progress(1.0)
         return out
