@@ -96,22 +96,35 @@ def _curves(ob: bpy.types.Object) -> list[bpy.types.FCurve]:
     return list(anim_utils.action_get_channelbag_for_slot(ad.action, ad.action_slot).fcurves)
 
 
-def test_a_cycled_target_bakes_every_cycle_alike() -> None:
-    """Baked through the panel's operator over 0..130: on every frame each bone's
-    evaluated pose equals its pose one cycle later, and the Tool bone is on the Empty
-    as Blender evaluates both."""
-    ob, goal = cyclic_arm7()
+def on_goal(ob: bpy.types.Object, goal: bpy.types.Object) -> None:
+    """The panel set as a rigger would for the cycled arm7: its Tool bone on ``goal``
+    over frames 0..END, tolerances 1e-5 m and rad."""
     s = bpy.context.scene.dhik
     s.armature, s.effector, s.target = ob, "Tool", goal
     s.use_scene_range = False
     s.frame_start, s.frame_end = 0, END
     s.position_tolerance = s.orientation_tolerance = 1e-5
+
+
+def baked_alike(ob: bpy.types.Object, goal: bpy.types.Object) -> None:
+    """Bake through the panel's operator; then on every frame each bone's evaluated pose
+    equals its pose one cycle later, the arm moves, and the Tool bone is on ``goal`` as
+    Blender evaluates both."""
     assert bpy.ops.dhik.bake() == {"FINISHED"}
-    poses_a = bone_matrices(ob, range(END + 1))
-    assert np.abs(poses_a[CYCLE:] - poses_a[:-CYCLE]).max() < 1e-6
-    assert np.abs(poses_a[1:] - poses_a[:-1]).max() > 1e-3  # the arm moves
+    poses = bone_matrices(ob, range(END + 1))
+    assert np.abs(poses[CYCLE:] - poses[:-CYCLE]).max() < 1e-6
+    assert np.abs(poses[1:] - poses[:-1]).max() > 1e-3  # the arm moves
     position, orientation = misses(ob, {"Tool": goal}, range(END + 1))
     assert position < 1e-4 and orientation < 1e-3
+
+
+def test_a_cycled_target_bakes_every_cycle_alike() -> None:
+    """Baked through the panel's operator over 0..130: on every frame each bone's
+    evaluated pose equals its pose one cycle later, and the Tool bone is on the Empty
+    as Blender evaluates both."""
+    ob, goal = cyclic_arm7()
+    on_goal(ob, goal)
+    baked_alike(ob, goal)
 
 
 def stepping(ob: bpy.types.Object, cycle: int):
@@ -196,10 +209,7 @@ def test_the_preview_of_a_cycled_target_shows_what_bake_keys(addon) -> None:
     preview = addon.dhik_addon.preview
     ob, goal = cyclic_arm7()
     scene, s = bpy.context.scene, bpy.context.scene.dhik
-    s.armature, s.effector, s.target = ob, "Tool", goal
-    s.use_scene_range = False
-    s.frame_start, s.frame_end = 0, END
-    s.position_tolerance = s.orientation_tolerance = 1e-5
+    on_goal(ob, goal)
     s.live_preview = True
     assert preview.settle(scene) and preview.status(scene) == preview.PLANNED
     order = [*range(END + 1), *range(END, -1, -7), 3 * CYCLE, 5, 2 * CYCLE + 1]
@@ -223,18 +233,9 @@ def test_a_cycled_target_with_a_pole_bakes_every_cycle_alike() -> None:
     panel's operator, every bone's evaluated pose equals its pose one cycle later (the
     swing toward the pole once differed near the range's ends), the Tool on the Empty."""
     ob, goal = cyclic_arm7()
-    s = bpy.context.scene.dhik
-    s.armature, s.effector, s.target = ob, "Tool", goal
+    on_goal(ob, goal)
     pole = bpy.data.objects.new("pole", None)
     bpy.context.collection.objects.link(pole)
     pole.location = (-0.4, 0.3, 0.8)
-    s.pole_target = pole
-    s.use_scene_range = False
-    s.frame_start, s.frame_end = 0, END
-    s.position_tolerance = s.orientation_tolerance = 1e-5
-    assert bpy.ops.dhik.bake() == {"FINISHED"}
-    poses = bone_matrices(ob, range(END + 1))
-    assert np.abs(poses[CYCLE:] - poses[:-CYCLE]).max() < 1e-6
-    assert np.abs(poses[1:] - poses[:-1]).max() > 1e-3
-    position, orientation = misses(ob, {"Tool": goal}, range(END + 1))
-    assert position < 1e-4 and orientation < 1e-3
+    bpy.context.scene.dhik.pole_target = pole
+    baked_alike(ob, goal)
