@@ -67,9 +67,9 @@ class Search:
         self.charted = bool(np.any(model.kinds == ROTVEC))
         self.progress: Callable[[float], None] | None = None  # told fractions of the solve
         self.span = (0.0, 1.0)  # the share of the whole solve this search is
-        # the frames' inputs repeat every ``period`` frames from the first (the first
-        # cycles of a clip that repeats, ``cycles.cyclic_path``), or None: the grid then
-        # tracks one cycle (``candidates.GridTracks``)
+        # where set, the frames' inputs repeat every ``period`` frames from the first
+        # (the first cycles of a clip that repeats, ``cycles.cyclic_path``) and the grid
+        # tracks one cycle (``candidates.GridTracks``); None: they do not repeat
         self.period: int | None = None
         self._told = 0.0
         # the targets' motion: running sums, and per step to the power (spread)
