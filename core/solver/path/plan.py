@@ -215,9 +215,9 @@ def _solve(model: BatchedKinematics, targets: Array,
         pinned = start is not None or before is not None
         out = swing_to_poles(model, poled, plain.problem, path, pinned, after is not None,
                              opts.flip_factor, target_cuts(plain))
-        rows = None if held is None else \
-            np.asarray(held, dtype=float).reshape(len(targets), model.n)
         if after is None:  # the swing's ends differ: every cycle swung alike
+            rows = None if held is None else \
+                np.asarray(held, dtype=float).reshape(len(targets), model.n)
             out = alike(model, plain.problem, plain.solved, out,
                         period(targets, rows, model, poles.position), pinned)
         if progress is not None:
@@ -293,7 +293,7 @@ def _plan(model: BatchedKinematics, targets: Array,
     those beside a stretch out of reach, with neither."""
     rows = None if held is None else \
         np.asarray(held, dtype=float).reshape(len(targets), model.n)
-    held = rows
+    held = rows  # (F, n); ``rows`` the same, typed as an array
     search = Search(model, targets, weights, settings, opts, held)
     cycle = period(targets, rows, model) if cyclic and after is None else None
     if cycle is not None and cycle > 1:
