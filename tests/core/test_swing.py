@@ -237,23 +237,23 @@ def test_a_poled_path_is_planned_tightly_where_its_self_motion_has_more_dimensio
     """At the CLI's tolerances (1e-3 m, 0.1 rad), bench/clips.py's clip 1000 with its
     fixed pole: position only (a self-motion of four dimensions without the pole) the
     pole-free path the swing turns is planned at the engine's 1e-5 m
-    (``plan.POLED_PLAN_TIGHT``: Rigify's arm with a pole at the panel's tolerances, 0.72x
+    (``solve.POLED_PLAN_TIGHT``: Rigify's arm with a pole at the panel's tolerances, 0.72x
     Blender's time instead of 1.20x, bench/LOG.md), every frame still converged as the
     user's tolerance judges it; full pose (one dimension) at the user's."""
     from dhik.app import bake
     from dhik.model.skeleton import Skeleton
-    from dhik.solver.path import plan
+    from dhik.solver.path import solve
     from dhik.solver.settings import SolverSettings
 
     tolerances: list[float] = []
-    inner = plan._plan
+    inner = solve.plan_path
 
     def recorded(model: Any, targets: Any, weights: Any, settings: Any, *args: Any,
                  **kwargs: Any) -> Any:  # fmt: skip
         tolerances.append(settings.position_tolerance)
         return inner(model, targets, weights, settings, *args, **kwargs)
 
-    monkeypatch.setattr(plan, "_plan", recorded)
+    monkeypatch.setattr(solve, "plan_path", recorded)
     ms, _, _, targets = _bench_clip(1000, 120)
     track = bake.EffectorTrack("Tool", list(targets), 1.0, rotation,
                                pole=[(0, [0.6, 0.0, 1.2])])

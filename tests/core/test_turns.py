@@ -16,7 +16,7 @@ import pytest
 from dhik.app.urdf import load_urdf
 from dhik.model.definition import JointDef, SkeletonDef
 from dhik.model.joint_space import BatchedModel
-from dhik.solver.path import candidates, judge, ladder, plan, solve_path, turns
+from dhik.solver.path import candidates, judge, ladder, solve, solve_path, turns
 from dhik.solver.path.search import PathResult
 from dhik.solver.path.turns import TurnStates, wide_hinges, within_limits
 from dhik.solver.settings import RobustOptions, SolverSettings
@@ -115,7 +115,7 @@ def test_a_ur5_with_limits_of_two_turns_bakes_flip_free(seed: int) -> None:
 def test_a_ur5_searched_within_limits_of_two_turns_flips(monkeypatch) -> None:
     """The counterfactual of the test above: without the search modulo a turn the same
     clip (seed 0) steps far over twice the truth's largest."""
-    monkeypatch.setattr(plan, "wide_hinges", lambda model: np.zeros(model.n, dtype=bool))
+    monkeypatch.setattr(solve, "wide_hinges", lambda model: np.zeros(model.n, dtype=bool))
     ratio, _ = bake(robot("ur5_robot"), 0)
     assert ratio > 10.0
 
@@ -124,12 +124,12 @@ def test_a_path_rough_after_its_retries_is_planned_again_more_tightly(monkeypatc
     """UR5, seed 3 at the CLI's tolerances (1e-3 m, 0.1 rad): within 0.1 rad a frame may
     stand well off its solution near a wrist singularity, and the search keeps a branch
     that turns fast there, rough after every retry (2.27x the truth's largest step,
-    measured). Planned once more at 1e-4 m and 1e-3 rad (``plan.ROUGH_PLAN``), judged
+    measured). Planned once more at 1e-4 m and 1e-3 rad (``solve.ROUGH_PLAN``), judged
     by the CLI's tolerances, the better path is kept (1.38x); without that plan the
     rough one stays."""
     ratio, _ = bake(robot("ur5_robot"), 3)
     assert ratio < 2.0
-    monkeypatch.setattr(plan, "ROUGH_PLAN", (np.inf, np.inf))
+    monkeypatch.setattr(solve, "ROUGH_PLAN", (np.inf, np.inf))
     ratio, _ = bake(robot("ur5_robot"), 3)
     assert ratio > 2.0
 
@@ -139,17 +139,17 @@ class Stopped(Exception):
 
 
 def test_a_stop_during_a_rough_paths_second_plan_ends_the_solve(monkeypatch) -> None:
-    """UR5 seed 3 at the CLI's tolerances takes the second plan (``plan.ROUGH_PLAN``):
+    """UR5 seed 3 at the CLI's tolerances takes the second plan (``solve.ROUGH_PLAN``):
     a stop raised in ``progress`` while it runs ends the solve (that plan is told the
     callback, ``plan.told_done``), as it does in the first."""
     model = robot("ur5_robot")
     targets = model.transforms(smooth_path(model.lo, model.hi, 1000, 3))
-    first_plan = plan._plan
+    first_plan = solve.plan_path
     second: list[bool] = []
 
     def planned(*args, **kwargs):
         settings = args[3]
-        if settings is not None and settings.orientation_tolerance == plan.ROUGH_PLAN[1]:
+        if settings is not None and settings.orientation_tolerance == solve.ROUGH_PLAN[1]:
             second.append(True)
         return first_plan(*args, **kwargs)
 
@@ -157,7 +157,7 @@ def test_a_stop_during_a_rough_paths_second_plan_ends_the_solve(monkeypatch) -> 
         if second:
             raise Stopped
 
-    monkeypatch.setattr(plan, "_plan", planned)
+    monkeypatch.setattr(solve, "plan_path", planned)
     with pytest.raises(Stopped):
         solve_path(model, targets, settings=SolverSettings(), progress=progress)
     assert second
@@ -169,10 +169,10 @@ def test_a_stop_during_the_search_within_the_limits_ends_the_solve(monkeypatch) 
     solve."""
     model = robot("ur5_robot")
     targets = model.transforms(smooth_path(model.lo, model.hi, 200, 0))
-    solved = plan._solve
+    solved = solve._solve
     within: list[bool] = []
 
-    def solve(m, *args):
+    def recorded(m, *args):
         within.append(m is model)
         return solved(m, *args)
 
@@ -180,8 +180,8 @@ def test_a_stop_during_the_search_within_the_limits_ends_the_solve(monkeypatch) 
         if within and within[-1]:
             raise Stopped
 
-    monkeypatch.setattr(plan, "_solve", solve)
-    monkeypatch.setattr(plan, "within_limits", lambda *args: None)
+    monkeypatch.setattr(solve, "_solve", recorded)
+    monkeypatch.setattr(solve, "within_limits", lambda *args: None)
     with pytest.raises(Stopped):
         solve_path(model, targets, settings=SolverSettings(), progress=progress)
     assert within == [False, True]
@@ -463,9 +463,9 @@ def test_a_mended_window_that_winds_the_path_beyond_its_limits_is_not_kept() -> 
 def test_a_redundant_arm_without_its_turns_counted_flips(monkeypatch) -> None:
     """The counterfactual: the ladder's own path, turns uncounted, winds beyond the
     limits, and the search within them that follows jumps (18.5x, measured; planned
-    once more at ``plan.ROUGH_PLAN``'s tolerances, 4.7x)."""
+    once more at ``solve.ROUGH_PLAN``'s tolerances, 4.7x)."""
     monkeypatch.setattr(turns.TurnStates, "retrack", lambda self, path: False)
-    monkeypatch.setattr(plan, "ROUGH_PLAN", (np.inf, np.inf))  # no second plan either
+    monkeypatch.setattr(solve, "ROUGH_PLAN", (np.inf, np.inf))  # no second plan either
     ratio, _ = bake(xarm7(), 2, frames=300)
     assert ratio > 10.0
 
@@ -511,14 +511,14 @@ def test_a_redundant_arm_with_its_ends_untied_jumps(monkeypatch) -> None:
     """The counterfactual of the test above: with the part's ends not tied to the turns
     of the frames around it, its least motion winds a turn off between them; no whole
     turn joins both, and the search within the limits that follows jumps (7.8x; planned
-    once more at ``plan.ROUGH_PLAN``'s tolerances, 1.75x)."""
+    once more at ``solve.ROUGH_PLAN``'s tolerances, 1.75x)."""
     untied = turns.TurnStates.__init__
 
     def init(self, model, qs, nodes, tie_start=False, tie_end=False) -> None:
         untied(self, model, qs, nodes)
 
     monkeypatch.setattr(turns.TurnStates, "__init__", init)
-    monkeypatch.setattr(plan, "ROUGH_PLAN", (np.inf, np.inf))  # no second plan either
+    monkeypatch.setattr(solve, "ROUGH_PLAN", (np.inf, np.inf))  # no second plan either
     assert joined(xarm7(), 2, 400, (100, 300), before=True) > 4.0
 
 
@@ -530,7 +530,7 @@ def test_a_rough_free_path_of_a_redundant_arm_is_searched_within_the_limits_too(
     searched within the limits too, the better is kept (1.50x; stop 47 searched within
     the limits only because no whole turn placed its free path). With that second search
     switched off (``judge.rough_free``), and the second plan of a rough path
-    (``plan.ROUGH_PLAN``: 1.85x on Blender's numpy 1.26), the rough path stays."""
+    (``solve.ROUGH_PLAN``: 1.85x on Blender's numpy 1.26), the rough path stays."""
     model = robot("ur5_robot")
     truth = smooth_path(model.lo, model.hi, 1000, 3)
     targets = model.transforms(truth)
@@ -543,6 +543,6 @@ def test_a_rough_free_path_of_a_redundant_arm_is_searched_within_the_limits_too(
         return float(np.abs(np.diff(res.q, axis=0)).max() / largest)
 
     assert ratio() < 2.0
-    monkeypatch.setattr(plan, "rough_free", lambda free, search: False)
-    monkeypatch.setattr(plan, "ROUGH_PLAN", (np.inf, np.inf))  # no second plan either
+    monkeypatch.setattr(solve, "rough_free", lambda free, search: False)
+    monkeypatch.setattr(solve, "ROUGH_PLAN", (np.inf, np.inf))  # no second plan either
     assert ratio() > 2.0

@@ -22,9 +22,9 @@ none either way, up to 1.86x -> 1.58x; a humanoid arm none either way, but up to
 arm7).
 Where one track follows one continuous family of solutions (a ball-joint limb solved
 from rest, a chain without redundancy away from its singularities), this is the whole
-answer at a few LM rows a frame. (``plan.solve_path`` does not try it on a self-motion
+answer at a few LM rows a frame. (``solve.solve_path`` does not try it on a self-motion
 of one dimension, which its grid search handles best.) It is given up (None: the planner searches,
-``plan.solve_path``) as soon as a coarse frame is lost, and after the fill when a step
+``solve.solve_path``) as soon as a coarse frame is lost, and after the fill when a step
 is a jump, a frame between two reached coarse frames is missed, or the largest step
 stands out of the clip's steps (more than ``ACCEPT_SPIKE`` times their upper quartile: a
 stretch near a singularity or a fold that another branch may avoid, or a hump along the
@@ -295,7 +295,7 @@ def cheap_path(model: BatchedKinematics, targets: ArrayLike,
                start: ArrayLike | None = None, before: ArrayLike | None = None,
                after: ArrayLike | None = None, held: ArrayLike | None = None,
                poles: PoleSet | None = None) -> PathResult | None:  # fmt: skip
-    """``plan.solve_path``'s cheap pass alone (same arguments): its answer where it is
+    """``solve.solve_path``'s cheap pass alone (same arguments): its answer where it is
     plainly continuous, else None (no search). For effectors that are solved apart but
     may take the cheap pass together, in one batch (the bake's parts)."""
     opts = options or RobustOptions()

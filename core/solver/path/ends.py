@@ -29,7 +29,7 @@ def path_ends(model: BatchedKinematics, targets: Array,
               held: ArrayLike | None, poles: PoleSet | None
               ) -> tuple[Array | None, Array | None, Array | None]:  # fmt: skip
     """The held values (F, n), and where the path must start and end (n,) or None
-    (``plan.solve_path``'s ``start``, ``before`` and ``after``)."""
+    (``solve.solve_path``'s ``start``, ``before`` and ``after``)."""
     frames = len(targets)
     held = None if held is None else np.asarray(held, dtype=float).reshape(frames, model.n)
     first = None if start is None else np.asarray(start, dtype=float).reshape(model.n)

@@ -7,7 +7,7 @@ frame alone, the answer is discontinuous where the pole's swivel leaves what the
 allow (the nearest allowed swivel jumps from one end of the allowed range to the other),
 where the pole crosses that line, or where another joint's limit stops the swing; and a
 search that counts the pole as one more error row has no self-motion left to search and
-tracks isolated branches. So ``plan.solve_path`` plans the path without the poles and
+tracks isolated branches. So ``solve.solve_path`` plans the path without the poles and
 :func:`swing_to_poles` turns it toward them:
 
 1. every frame swings from the planned pose toward its pole, in the targets' null space,

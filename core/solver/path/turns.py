@@ -102,7 +102,7 @@ def winds_within(model: BatchedKinematics, q: Array) -> bool:
 
 # the most states a node may have (the product of each counted hinge's whole turns within
 # its limits: xArm7's four hinges of +-2 pi, 16): beyond, no more hinges are counted, and
-# a path that no whole turn places is searched within the limits (``plan.solve_path``)
+# a path that no whole turn places is searched within the limits (``solve.solve_path``)
 MAX_STATES = 256
 # a state's miss count where no path through it stays within the limits (misses count
 # frames: far below)
