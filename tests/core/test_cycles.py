@@ -257,3 +257,45 @@ def test_a_repeated_clip_with_a_pole_swings_every_cycle_alike() -> None:
         assert largest_step(model, res.q) <= 2 * np.abs(np.diff(truth, axis=0)).max()
     moving = at + np.linspace(0.0, 0.1, frames)[:, None, None]
     assert period(targets, None, model, moving) is None
+
+
+def test_a_repeated_clip_with_a_pole_is_swung_over_two_cycles(
+        monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    """The swing toward the poles of a clip that repeats with them runs over its first
+    two cycles, and a cycle of those is repeated (``solve._swung_cycles``): arm7 with a
+    pole, five cycles of 150 frames and 20 more. The frames are about those of the
+    whole clip swung and a cycle of it repeated (within 5e-5 rad with this pole; 0.006
+    rad on two frames a cycle with another, where the arm turns 0.13-0.15 rad a frame
+    either way), every cycle alike, on target, no jump; the whole clip is swung where
+    the clip is shorter than three cycles."""
+    from dhik.solver.lm import PoleSet, pole_points
+    from dhik.solver.path import solve
+
+    cycle, frames = 150, 5 * 150 + 20
+    plain, truth, targets = cyclic_arm7(cycle, frames, 5)
+    model = BatchedModel(load_skeleton(ARM7), ["Tool"],
+                         points=pole_points(plain.chains, [0]))
+    swung: list[int] = []
+    inner = solve.swing_to_poles
+
+    def counted(model: Any, poled: Any, plain: Any, path: Any, *args: Any) -> Any:
+        swung.append(len(path.q))
+        return inner(model, poled, plain, path, *args)
+
+    monkeypatch.setattr(solve, "swing_to_poles", counted)
+    at = np.broadcast_to(np.array([0.5, 0.5, 1.0]), (frames, 1, 3))
+    poles = PoleSet.build(model, [0], at, [0.0])
+    res = solve_path(model, targets, poles=poles)
+    assert swung == [2 * cycle]
+    assert res.converged.all() and res.jumps == []
+    np.testing.assert_array_equal(res.q[cycle:], res.q[:-cycle])
+    assert largest_step(model, res.q) <= 2 * np.abs(np.diff(truth, axis=0)).max()
+    monkeypatch.setattr(solve, "_swung_cycles", lambda *args: None)
+    whole = solve_path(model, targets, poles=poles)
+    assert swung[1:] == [frames]
+    assert np.abs(model.difference(whole.q, res.q)).max() < 1e-3
+    short = 2 * cycle + 20
+    monkeypatch.undo()
+    monkeypatch.setattr(solve, "swing_to_poles", counted)
+    solve_path(model, targets[:short], poles=poles.frames(np.arange(short)))
+    assert swung[2:] == [short]

@@ -22,7 +22,7 @@ from ..kinematics import BatchedKinematics
 from ..lm.poles import PoleSet
 from ..lm.problem import ENGINE_SETTINGS, Problem
 from ..settings import RobustOptions, SolverSettings
-from .cycles import alike, period
+from .cycles import alike, cycle_sources, period, repeated
 from .judge import better, rough_frames, rough_free
 from .plan import plan_path, told_done
 from .search import PathResult, Search
@@ -160,15 +160,19 @@ def _solve(model: BatchedKinematics, targets: Array,
         if tight:  # converged as the user's tolerances judge it (the swing leaves the rest)
             path.converged = plain.problem.badness(path.position_error,
                                                    path.orientation_error) < 1.0
-        poled = Problem(model, targets, weights, settings, opts, held, poles)
         pinned = start is not None or before is not None
-        out = swing_to_poles(model, poled, plain.problem, path, pinned, after is not None,
-                             opts.flip_factor, target_cuts(plain))
-        if after is None:  # the swing's ends differ: every cycle swung alike
-            rows = None if held is None else \
-                np.asarray(held, dtype=float).reshape(len(targets), model.n)
-            out = alike(model, plain.problem, plain.solved, out,
-                        period(targets, rows, model, poles.position), pinned)
+        rows = None if held is None else \
+            np.asarray(held, dtype=float).reshape(len(targets), model.n)
+        # the swing's ends differ: every cycle swung alike
+        cycle = None if after is not None else period(targets, rows, model, poles.position)
+        out = _swung_cycles(model, plain, path, weights, settings, opts, rows, poles, cycle,
+                            pinned)
+        if out is None:  # the whole clip swung
+            poled = Problem(model, targets, weights, settings, opts, held, poles)
+            out = swing_to_poles(model, poled, plain.problem, path, pinned,
+                                 after is not None, opts.flip_factor, target_cuts(plain))
+            if cycle is not None:
+                out = alike(model, plain.problem, plain.solved, out, cycle, pinned)
         if progress is not None:
             progress(1.0)
         return out
@@ -176,6 +180,44 @@ def _solve(model: BatchedKinematics, targets: Array,
                      progress)
     return _rough_planned_tighter(model, targets, weights, settings, opts,
                                   (start, before, after), held, path, progress)
+
+
+def _swung_cycles(model: BatchedKinematics, plain: Search, path: PathResult,
+                  weights: Sequence[tuple[float, float]] | None,
+                  settings: SolverSettings | None, opts: RobustOptions, held: Array | None,
+                  poles: PoleSet, cycle: int | None, pinned: bool) -> PathResult | None:
+    """A clip whose targets, held values (``held`` (F, n)) and ``poles`` repeat every
+    ``cycle`` frames (``cycles.period``), three cycles or more: ``path`` (``plain``'s
+    plan, on all its frames) swung toward the poles over its first two cycles alone, and
+    a cycle of that repeated from where the two agree (``cycles.cycle_sources``; from
+    the first frame on where ``pinned``). None where the clip is not such a clip, or
+    where the two swung cycles agree nowhere (the whole clip is then swung). A frame's
+    swing depends on the frames around it, so this gives about the frames of the whole
+    clip swung and a cycle of it repeated (``cycles.alike``) in less time: arm7, a
+    5,000-frame loop with a pole (bench/run.py's, at the CLI's tolerances), 1.31 ->
+    0.84 s, within 6e-5 rad; tests/core/test_cycles.py's loop within 5e-5 rad, and with
+    another pole within 0.006 rad on two frames a cycle (where the arm turns 0.13-0.15
+    rad a frame either way)."""
+    frames = len(path.q)
+    if cycle is None or cycle < 2 or 3 * cycle > frames:
+        return None
+    span = 2 * cycle
+    part = np.arange(span)
+    sub = Search(model, plain.problem.targets[:span], weights, settings, opts,
+                 None if held is None else held[:span])
+    poled = Problem(model, sub.problem.targets, weights, settings, opts,
+                    None if held is None else held[:span], poles.frames(part))
+    planned = PathResult(path.q[:span], path.converged[:span], path.position_error[:span],
+                         path.orientation_error[:span], [j for j in path.jumps if j < span],
+                         path.iterations[:span])
+    swung = swing_to_poles(model, poled, sub.problem, planned, pinned, False,
+                           opts.flip_factor, target_cuts(sub))
+    source = cycle_sources(model, swung.q, plain.solved, cycle, frames, pinned)
+    if source is None:
+        return None
+    work = path.iterations.copy()
+    work[:span] = swung.iterations
+    return repeated(model, plain.problem, swung, source, work)
 
 
 def _rough_planned_tighter(model: BatchedKinematics, targets: Array,
