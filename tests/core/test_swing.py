@@ -160,6 +160,50 @@ def test_a_pole_pull_from_a_solution_swings_back_onto_the_pole(pole_y: float) ->
     assert max(swivels(res.q)) < 1e-6
 
 
+def test_twin_frames_are_swung_once_each_with_its_own_errors(
+        monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    """A path that repeats (a cycle planned and repeated): arm7, 12 frames of
+    ``sample_coordinates`` and the same 12 again, the second's targets moved by 1e-14 m
+    (a cycle's rounding) and one frame's coordinates by 1e-6 rad. ``distinct_frames``
+    pairs the twins (rounded to ``TWIN``), not that frame; the polish solves the 13
+    distinct frames (one LM row each) and gives each twin its first's answer with its
+    own errors (its own FK against its own targets and pole), as the polish without
+    twins gives within 1e-9 rad."""
+    plain = BatchedModel(load_skeleton(ARM7), ["Tool"])
+    model = BatchedModel(load_skeleton(ARM7), ["Tool"], points=pole_points(plain.chains, [0]))
+    one = sample_coordinates(model, np.random.default_rng(4), 12)
+    q = np.vstack([one, one])
+    q[15, 2] += 1e-6
+    targets = plain.transforms(np.vstack([one, one]))
+    targets[12:, 0, :3, 3] += 1e-14
+    poles = PoleSet.build(model, [0], np.broadcast_to([0.6, 0.0, 1.2], (24, 1, 3)), [0.0])
+    problem = Problem(model, targets, [(1.0, 1.0)], ENGINE_SETTINGS, poles=poles)
+    rows, first = swing.distinct_frames(problem, q)
+    assert rows.tolist() == [*range(12), 15]
+    assert first.tolist() == [*range(12), *range(3), 12, *range(4, 12)]
+    solved: list[int] = []
+    inner = swing.levenberg_marquardt
+
+    def counted(model: Any, problem: Any, q0: Any, budget: int, **kwargs: Any) -> Any:
+        if budget > 0:
+            solved.append(len(q0))
+        return inner(model, problem, q0, budget, **kwargs)
+
+    monkeypatch.setattr(swing, "levenberg_marquardt", counted)
+    out = swing._polish(model, problem, q, 50)
+    assert solved[0] == 13
+    twins = [f for f in range(12, 24) if f != 15]
+    np.testing.assert_array_equal(out.q[twins], out.q[[f - 12 for f in twins]])
+    own = inner(model, problem.as_pole_pull(), out.q, 0)
+    np.testing.assert_allclose(out.position_error, own.position_error, atol=1e-15)
+    np.testing.assert_allclose(out.pole_error, own.pole_error, atol=1e-15)
+    assert (out.iterations[twins] == 0).all() and (out.iterations[:12] > 0).all()
+    monkeypatch.setattr(swing, "distinct_frames",
+                        lambda problem, q: (np.arange(len(q)), np.arange(len(q))))
+    each = swing._polish(model, problem, q, 50)
+    assert np.abs(each.q - out.q).max() < 1e-9
+
+
 # --------------------------------------------------------------------------- peaks
 
 

@@ -124,14 +124,54 @@ def _polish(model: BatchedKinematics, poled: Problem, q: Array, budget: int) -> 
     not end on its poles (the limits stop the swing) again from ``q`` with the damped
     pull, which also holds it back along the pole's own direction (a swing the limits
     stop then ends near the planned pose, the same way on the next frame)."""
+    rows, copy_of = distinct_frames(poled, q)
     pull = poled.as_pole_pull()
-    out = levenberg_marquardt(model, pull, q, budget, pull=q, exact_pull=True)
+    out = levenberg_marquardt(model, pull, q[rows], budget, rows=rows, pull=q[rows],
+                              exact_pull=True)
     near = EXACT * poled.settings.position_tolerance
     miss = np.flatnonzero(~np.all(out.pole_error < near, axis=1))
     if miss.size:
-        out.put(miss, levenberg_marquardt(model, pull, q[miss], budget, rows=miss,
-                                          pull=q[miss], stall_window=SLOW_STALL_WINDOW))
-    return out
+        at = rows[miss]
+        out.put(miss, levenberg_marquardt(model, pull, q[at], budget, rows=at,
+                                          pull=q[at], stall_window=SLOW_STALL_WINDOW))
+    if len(rows) == len(q):
+        return out
+    # a twin takes its first's answer, with its own errors (its inputs may differ by
+    # rounding)
+    twins = np.setdiff1d(np.arange(len(q)), rows)
+    own = levenberg_marquardt(model, pull, out.q[copy_of[twins]], 0, rows=twins)
+    work = np.zeros(len(q), dtype=out.iterations.dtype)
+    work[rows] = out.iterations  # a twin's work is its first's
+    full = LMResult(out.q[copy_of], out.converged[copy_of], work,
+                    out.position_error[copy_of], out.orientation_error[copy_of],
+                    out.pole_error[copy_of])
+    full.put(twins, own)
+    return full
+
+
+# frames whose coordinates and inputs agree after rounding to this (rad, m, unitless)
+# are solved once (``distinct_frames``): far below any tolerance, above the rounding of
+# a cycle's generated targets (a sinusoid of whole periods: about 1e-14)
+TWIN = 1e-9
+
+
+def distinct_frames(problem: Problem, q: Array) -> tuple[NDArray[np.intp], NDArray[np.intp]]:
+    """The frames of ``problem`` whose coordinates ``q`` (F, n), targets, held values
+    and poles (rounded to ``TWIN``) no earlier frame has, in order (D,), and per frame
+    the index into them of its first twin (F,): a clip repeated (a cycle planned and
+    repeated, a pose held) is swung once per distinct frame."""
+    frames = len(q)
+    parts = [q, problem.targets.reshape(frames, -1)]
+    if problem.held is not None:
+        parts.append(problem.held.T)
+    if problem.poles is not None:
+        parts.append(problem.poles.positions(frames).reshape(-1, frames).T)
+    key = np.round(np.hstack(parts) / TWIN)
+    _, first, inverse = np.unique(key, axis=0, return_index=True, return_inverse=True)
+    order = np.argsort(first)  # the distinct frames in the clip's order
+    rank = np.empty_like(order)
+    rank[order] = np.arange(len(order))
+    return first[order].astype(np.intp), rank[inverse.reshape(-1)].astype(np.intp)
 
 
 def swing_shares(length: Array, turns: Array, path_steps: Array, met: NDArray[np.bool_],
