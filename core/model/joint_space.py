@@ -400,6 +400,20 @@ class BatchedModel:
         out.turns_placed = placed
         return out
 
+    def without_points(self) -> BatchedModel:
+        """This model without its points (a pole's bend points): the same columns, FK
+        and Jacobians of the effectors alone, where no pole is asked (a path planned
+        before it is swung toward its poles). A copy (this model where it has none)."""
+        if not self.points:
+            return self
+        out = copy.copy(self)
+        for name in ("_plan", "_folded_plan", "_anchor_plan"):  # built from ``_eff``
+            out.__dict__.pop(name, None)
+        m = len(self.effectors)
+        out.points, out._eff, out.paths = [], self._eff[:m], self.paths[:m]
+        out._col_tables = {}  # its own: built from ``paths``
+        return out
+
     def recentre(self, q: Array) -> Array:
         """``q`` (n, k) with every rotation vector longer than ``charts.RECENTRE`` replaced
         by its rotation's shorter one (the same pose; a copy where anything changed)."""

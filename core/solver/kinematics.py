@@ -191,6 +191,10 @@ class BatchedKinematics(Protocol):
         ``placed``: a path's given ends stand at their own turns."""
         ...
 
+    def without_points(self) -> BatchedKinematics:
+        """The same model without its ``points`` (FK of the effectors alone)."""
+        ...
+
     def nearest(self, ref: Array, q: Array) -> Array:
         """Rows ``q`` (k, n) as the same poses' coordinates nearest ``ref``."""
         ...

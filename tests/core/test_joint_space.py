@@ -114,6 +114,29 @@ def test_point_jacobians_are_the_joint_position_derivatives() -> None:
 
 
 @pytest.mark.parametrize("seed", [0, 1])
+def test_a_model_without_its_points_gives_its_effectors_alone(seed: int) -> None:
+    """``without_points`` (a path planned before its pole swing): the effectors'
+    rotations, positions and Jacobians of the model with points, bit for bit, on a few
+    rows and on many, with a held prefix folded (``base``) too; the model itself keeps
+    its points."""
+    rng = np.random.default_rng(seed)
+    defn, effs = random_tree(rng)
+    points = BatchedModel(defn, effs).joint_names[2:4]
+    model = BatchedModel(defn, effs, [3] * len(effs), points=points)
+    bare = model.without_points()
+    m = len(effs)
+    assert bare.points == [] and model.points == points and bare.n == model.n
+    assert model.without_points() is not model and bare.without_points() is bare
+    for rows in (3, model.few_rows + 9):
+        q = np.ascontiguousarray(sample_coordinates(model, rng, rows).T)
+        base = model.prefix_t(q)
+        for got, want in zip(bare.pose_jacobian_t(q, base), model.pose_jacobian_t(q, base),
+                             strict=True):
+            assert got.shape[0] == m and want.shape[0] == m + len(points)
+            np.testing.assert_array_equal(got, want[:m])
+
+
+@pytest.mark.parametrize("seed", [0, 1])
 def test_few_rows_and_many_rows_agree(seed: int) -> None:
     """FK runs batch-first for a few rows and batch-last for many (``few_rows``): the
     same rotations, positions and Jacobians (effectors and points) and reach balls either

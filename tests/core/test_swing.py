@@ -283,18 +283,22 @@ def test_a_poled_path_is_planned_tightly_where_its_self_motion_has_more_dimensio
     pole-free path the swing turns is planned at the engine's 1e-5 m
     (``solve.POLED_PLAN_TIGHT``: Rigify's arm with a pole at the panel's tolerances, 0.72x
     Blender's time instead of 1.20x, bench/LOG.md), every frame still converged as the
-    user's tolerance judges it; full pose (one dimension) at the user's."""
+    user's tolerance judges it; full pose (one dimension) at the user's. Either way on
+    the effector alone (``without_points``: the pole's bend points have no say before
+    the swing, and their FK costs every row)."""
     from dhik.app import bake
     from dhik.model.skeleton import Skeleton
     from dhik.solver.path import solve
     from dhik.solver.settings import SolverSettings
 
     tolerances: list[float] = []
+    points: list[list[str]] = []
     inner = solve.plan_path
 
     def recorded(model: Any, targets: Any, weights: Any, settings: Any, *args: Any,
                  **kwargs: Any) -> Any:  # fmt: skip
         tolerances.append(settings.position_tolerance)
+        points.append(model.points)
         return inner(model, targets, weights, settings, *args, **kwargs)
 
     monkeypatch.setattr(solve, "plan_path", recorded)
@@ -303,7 +307,7 @@ def test_a_poled_path_is_planned_tightly_where_its_self_motion_has_more_dimensio
                                pole=[(0, [0.6, 0.0, 1.2])])
     res = bake.simulate(Skeleton(parse_skeleton(ms.ARM7)), [track],
                         settings=SolverSettings(), method="robust")
-    assert tolerances[0] == planned
+    assert tolerances[0] == planned and points[0] == []
     assert res.converged_count == len(targets)
     assert max(r.position_error for r in res.records) < 1e-3
 

@@ -155,8 +155,9 @@ def _solve(model: BatchedKinematics, targets: Array,
         planned = _at_most(user, ENGINE_SETTINGS.position_tolerance,
                            ENGINE_SETTINGS.orientation_tolerance)
         tight = POLED_PLAN_TIGHT and plain.redundancy() > 1 and planned != user
-        path = plan_path(model, targets, weights, planned if tight else settings, opts, start,
-                         before, after, held, tick)
+        # planned on the effectors alone: the poles' points have no say before the swing
+        path = plan_path(model.without_points(), targets, weights,
+                         planned if tight else settings, opts, start, before, after, held, tick)
         if tight:  # converged as the user's tolerances judge it (the swing leaves the rest)
             path.converged = plain.problem.badness(path.position_error,
                                                    path.orientation_error) < 1.0
