@@ -170,10 +170,10 @@ def _solve(model: BatchedKinematics, targets: Array,
                             pinned)
         if out is None:  # the whole clip swung
             poled = Problem(model, targets, weights, settings, opts, held, poles)
-            out = swing_to_poles(model, poled, plain.problem, path, pinned,
-                                 after is not None, opts.flip_factor, target_cuts(plain))
-            if cycle is not None:
-                out = alike(model, plain.problem, plain.solved, out, cycle, pinned)
+            out = alike(model, plain.problem, plain.solved,
+                        swing_to_poles(model, poled, plain.problem, path, pinned,
+                                       after is not None, opts.flip_factor,
+                                       target_cuts(plain)), cycle, pinned)
         if progress is not None:
             progress(1.0)
         return out
@@ -203,11 +203,10 @@ def _swung_cycles(model: BatchedKinematics, plain: Search, path: PathResult,
     if cycle is None or cycle < 2 or 3 * cycle > frames:
         return None
     span = 2 * cycle
-    part = np.arange(span)
-    sub = Search(model, plain.problem.targets[:span], weights, settings, opts,
-                 None if held is None else held[:span])
-    poled = Problem(model, sub.problem.targets, weights, settings, opts,
-                    None if held is None else held[:span], poles.frames(part))
+    first = None if held is None else held[:span]  # the two cycles' held values
+    sub = Search(model, plain.problem.targets[:span], weights, settings, opts, first)
+    poled = Problem(model, sub.problem.targets, weights, settings, opts, first,
+                    poles.frames(slice(0, span)))
     planned = PathResult(path.q[:span], path.converged[:span], path.position_error[:span],
                          path.orientation_error[:span], [j for j in path.jumps if j < span],
                          path.iterations[:span])

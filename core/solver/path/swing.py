@@ -141,7 +141,7 @@ def _polish(model: BatchedKinematics, poled: Problem, q: Array, budget: int) -> 
     twins = np.setdiff1d(np.arange(len(q)), rows)
     own = levenberg_marquardt(model, pull, out.q[copy_of[twins]], 0, rows=twins)
     work = np.zeros(len(q), dtype=out.iterations.dtype)
-    work[rows] = out.iterations  # a twin's work is its first's
+    work[rows] = out.iterations  # a twin costs no iterations of its own
     full = LMResult(out.q[copy_of], out.converged[copy_of], work,
                     out.position_error[copy_of], out.orientation_error[copy_of],
                     out.pole_error[copy_of])
@@ -156,10 +156,11 @@ TWIN = 1e-9
 
 
 def distinct_frames(problem: Problem, q: Array) -> tuple[NDArray[np.intp], NDArray[np.intp]]:
-    """The frames of ``problem`` whose coordinates ``q`` (F, n), targets, held values
-    and poles (rounded to ``TWIN``) no earlier frame has, in order (D,), and per frame
-    the index into them of its first twin (F,): a clip repeated (a cycle planned and
-    repeated, a pose held) is swung once per distinct frame."""
+    """The frames of ``problem`` whose coordinates ``q`` (F, n) (rad, m), targets and
+    poles (world, m) and held values (rad, m), rounded to ``TWIN``, no earlier frame
+    has, in order (D,), and per frame the index into them of its first twin (F,): a
+    clip repeated (a cycle planned and repeated, a pose held) is swung once per
+    distinct frame."""
     frames = len(q)
     parts = [q, problem.targets.reshape(frames, -1)]
     if problem.held is not None:
